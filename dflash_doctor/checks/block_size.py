@@ -1,0 +1,119 @@
+"""Checks on the DFlash verify block size."""
+
+from __future__ import annotations
+
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.views import (
+    config_evidence,
+    drafter,
+    flag_evidence,
+    log_evidence,
+    require_dflash,
+)
+from dflash_doctor.facts.models import HostFacts
+
+
+@check(
+    "DFD105",
+    "block-size-mismatch",
+    Severity.WARNING,
+    needs=("drafter",),
+    needs_any=("launch", "log"),
+)
+def block_size_mismatch(facts: HostFacts) -> list[Finding]:
+    """The server's DFlash block size differs from the block size the drafter was trained with.
+
+    **What it finds.** `--speculative-num-draft-tokens` (or its DFlash alias
+    `--speculative-dflash-block-size`) differs from the drafter's `block_size`
+    (`dflash_config.block_size`, else the top-level `block_size`); or the two flags are both
+    given with different values. SGLang logs `DFLASH block size mismatch: using
+    speculative_num_draft_tokens=N but draft config block_size=M.` and carries on.
+
+    **Why it hurts.** A block diffusion drafter denoises a fixed-size block. Verifying more
+    tokens than it was trained to draft wastes target compute on positions it guesses
+    poorly; fewer leaves accepted length on the table.
+
+    **How to fix.** Remove the flag and let SGLang infer the block size from the drafter's
+    config, or set it to the drafter's `block_size`.
+    """
+    require_dflash(facts)
+    cfg = drafter(facts)
+    findings: list[Finding] = []
+    launch = facts.launch.value
+    log = facts.log.value
+    trained = cfg.block_size
+    if (
+        launch is not None
+        and launch.num_draft_tokens
+        and launch.dflash_block_size
+        and launch.num_draft_tokens != launch.dflash_block_size
+    ):
+        findings.append(
+            Finding(
+                check_id="DFD105",
+                severity=Severity.ERROR,
+                title="Two block-size flags disagree",
+                message=(
+                    f"--speculative-num-draft-tokens {launch.num_draft_tokens} and its alias "
+                    f"--speculative-dflash-block-size {launch.dflash_block_size} disagree."
+                ),
+                evidence=[
+                    flag_evidence(
+                        launch,
+                        "--speculative-num-draft-tokens",
+                        f"--speculative-num-draft-tokens {launch.num_draft_tokens}",
+                    ),
+                    flag_evidence(
+                        launch,
+                        "--speculative-dflash-block-size",
+                        f"--speculative-dflash-block-size {launch.dflash_block_size}",
+                    ),
+                ],
+                fixes=[Fix(action="remove_flag", flag="--speculative-dflash-block-size")],
+            )
+        )
+    if trained is None:
+        if findings:
+            return findings
+        raise Skip("drafter config declares no block_size")
+    used: int | None = None
+    evidence: list[Evidence] = []
+    flag: str | None = None
+    if launch is not None:
+        for name, value in (
+            ("--speculative-num-draft-tokens", launch.num_draft_tokens),
+            ("--speculative-dflash-block-size", launch.dflash_block_size),
+        ):
+            if value is not None:
+                used, flag = value, name
+                evidence.append(flag_evidence(launch, name, f"{name} {value}"))
+                break
+    if log is not None and log.dflash_block_size is not None:
+        used = log.dflash_block_size
+        line = log.block_size_mismatch or log.dflash_init
+        if line is not None:
+            evidence.append(log_evidence(log, line.line, line.text))
+    if used is None or used == trained:
+        return findings
+    key = cfg.block_size_key or "block_size"
+    evidence.insert(0, config_evidence(cfg, key, f"{key}={trained}"))
+    fix = (
+        Fix(action="set_flag", flag=flag, value=str(trained))
+        if flag is not None
+        else Fix(action="set_flag", flag="--speculative-num-draft-tokens", value=str(trained))
+    )
+    findings.append(
+        Finding(
+            check_id="DFD105",
+            severity=Severity.WARNING,
+            title=f"Block size {used} differs from the drafter's trained block_size {trained}",
+            message=(
+                f"The server verifies blocks of {used} tokens; the drafter was trained with "
+                f"block_size={trained}."
+            ),
+            evidence=evidence,
+            impact={"server_block_size": used, "drafter_block_size": trained},
+            fixes=[fix],
+        )
+    )
+    return findings

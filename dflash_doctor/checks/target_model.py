@@ -1,0 +1,97 @@
+"""Checks that the drafter fits the target model it drafts for."""
+
+from __future__ import annotations
+
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.views import config_evidence, drafter, require_dflash
+from dflash_doctor.facts.models import HostFacts
+
+
+@check("DFD106", "drafter-target-mismatch", Severity.ERROR, needs=("drafter", "target"))
+def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
+    """The drafter was built for another target: layer ids out of range, or hidden sizes differ.
+
+    **What it finds.** A DFlash drafter conditions on hidden states tapped from target
+    layers `dflash_config.target_layer_ids`, and shares the target's hidden size. This check
+    fires when a layer id is not a layer of the target (`>= num_hidden_layers`), when the
+    drafter's `num_target_layers` differs from the target's layer count, or when the
+    drafter's `hidden_size` differs from the target's.
+
+    **Why it hurts.** Out-of-range layer ids fail at load or, worse, tap the wrong layers;
+    a drafter for a different target proposes tokens the target rarely accepts.
+
+    **How to fix.** Use the drafter released for this target model (the drafter's model
+    card names it), or point `--model-path` at the target the drafter was trained on.
+    """
+    require_dflash(facts)
+    cfg = drafter(facts)
+    target = facts.target.value
+    assert target is not None
+    findings: list[Finding] = []
+    target_evidence = Evidence(
+        kind="config",
+        text=f"target num_hidden_layers={target.num_hidden_layers}, "
+        f"hidden_size={target.hidden_size}",
+        file=target.path,
+        line=target.key_lines.get("num_hidden_layers"),
+        key="num_hidden_layers",
+    )
+    fix = Fix(action="manual", note="use the drafter trained for this target model")
+    ids = cfg.target_layer_ids or []
+    bad = [i for i in ids if i < 0 or i >= target.num_hidden_layers]
+    if bad:
+        findings.append(
+            Finding(
+                check_id="DFD106",
+                severity=Severity.ERROR,
+                title="target_layer_ids out of range of the target model",
+                message=(
+                    f"dflash_config.target_layer_ids {bad} are not layers of the target "
+                    f"(layers 0-{target.num_hidden_layers - 1})."
+                ),
+                evidence=[
+                    config_evidence(cfg, "target_layer_ids", f"target_layer_ids={ids}"),
+                    target_evidence,
+                ],
+                fixes=[fix],
+            )
+        )
+    if cfg.num_target_layers is not None and cfg.num_target_layers != target.num_hidden_layers:
+        findings.append(
+            Finding(
+                check_id="DFD106",
+                severity=Severity.ERROR,
+                title="Drafter was trained for a target with another layer count",
+                message=(
+                    f"The drafter's num_target_layers={cfg.num_target_layers}, but the target "
+                    f"has {target.num_hidden_layers} layers."
+                ),
+                evidence=[
+                    config_evidence(
+                        cfg, "num_target_layers", f"num_target_layers={cfg.num_target_layers}"
+                    ),
+                    target_evidence,
+                ],
+                fixes=[fix],
+            )
+        )
+    if cfg.hidden_size != target.hidden_size:
+        findings.append(
+            Finding(
+                check_id="DFD106",
+                severity=Severity.ERROR,
+                title="Drafter and target hidden sizes differ",
+                message=(
+                    f"Drafter hidden_size={cfg.hidden_size}, target hidden_size="
+                    f"{target.hidden_size}."
+                ),
+                evidence=[
+                    config_evidence(cfg, "hidden_size", f"hidden_size={cfg.hidden_size}"),
+                    target_evidence,
+                ],
+                fixes=[fix],
+            )
+        )
+    if not ids and not findings and cfg.num_target_layers is None:
+        raise Skip("drafter declares neither target_layer_ids nor num_target_layers")
+    return findings

@@ -1,0 +1,21 @@
+"""Errors that carry one clear line for the user (no tracebacks for bad input)."""
+
+
+class DoctorError(Exception):
+    """Base of every error that is reported to the user as one line."""
+
+
+class FactError(DoctorError):
+    """A fact could not be read or parsed; the message names what and why."""
+
+
+class TransportError(DoctorError):
+    """A host could not be reached, or a command or file on it failed."""
+
+
+class HostUnreachable(TransportError):
+    """The host could not be connected to at all (exit code 3 semantics)."""
+
+
+class UsageError(DoctorError):
+    """The command line or an input file given by the user is wrong (exit code 2)."""

@@ -1,0 +1,1 @@
+"""Typed facts about a host and the parsers that produce them from raw bytes."""

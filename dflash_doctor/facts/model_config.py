@@ -1,0 +1,202 @@
+"""Parse drafter and target `config.json` bytes into typed configs.
+
+Every parser takes hostile input: bytes that are not UTF-8, truncated JSON, a JSON value
+that is not an object, keys of the wrong type. Each problem raises FactError with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.models import DrafterConfig, TargetConfig
+
+# Config files are a few KiB; anything far larger is not a model config.
+MAX_CONFIG_BYTES = 8 * 1024 * 1024
+
+_KEY_RE = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
+
+
+def _load_object(data: bytes) -> dict[str, Any]:
+    if len(data) > MAX_CONFIG_BYTES:
+        raise FactError(f"config is {len(data)} bytes, larger than {MAX_CONFIG_BYTES}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FactError(f"config is not UTF-8 text (byte {e.start})") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FactError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(obj, dict):
+        raise FactError(f"config JSON is a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _key_lines(data: bytes) -> dict[str, int]:
+    """First line (1-based) where each key appears, for evidence pointing into the file."""
+    lines: dict[str, int] = {}
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        for m in _KEY_RE.finditer(line):
+            lines.setdefault(m.group(1), number)
+    return lines
+
+
+def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise FactError(f"missing required key {key!r}")
+        return None
+    # bool is an int in Python; a config with `true` for a count is malformed.
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise FactError(f"key {key!r} should be an integer, got {value!r}")
+    return value
+
+
+def _req_int(obj: dict[str, Any], key: str) -> int:
+    value = _int(obj, key, required=True)
+    assert value is not None
+    return value
+
+
+def _float(obj: dict[str, Any], key: str) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FactError(f"key {key!r} should be a number, got {value!r}")
+    return float(value)
+
+
+def _str_list(obj: dict[str, Any], key: str) -> list[str] | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FactError(f"key {key!r} should be a list of strings")
+    return list(value)
+
+
+def _int_list(obj: dict[str, Any], key: str) -> list[int] | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise FactError(f"key {key!r} should be a list of integers")
+    return list(value)
+
+
+def _rope_theta(obj: dict[str, Any]) -> float | None:
+    theta = _float(obj, "rope_theta")
+    if theta is not None:
+        return theta
+    params = obj.get("rope_parameters")
+    if isinstance(params, dict):
+        return _float(params, "rope_theta")
+    return None
+
+
+def derive_layer_types(
+    num_layers: int, sliding_window: int | None, use_sliding_window: bool, max_window_layers: int
+) -> list[str]:
+    """Layer types as transformers' Qwen3Config derives them when `layer_types` is absent.
+
+    Qwen3Config keeps `sliding_window` only when `use_sliding_window` is true, then marks
+    layer i sliding when `i >= max_window_layers`.
+    """
+    window = sliding_window if use_sliding_window else None
+    return [
+        "sliding_attention" if window is not None and i >= max_window_layers else "full_attention"
+        for i in range(num_layers)
+    ]
+
+
+def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
+    obj = _load_object(data)
+    num_layers = _req_int(obj, "num_hidden_layers")
+    heads = _req_int(obj, "num_attention_heads")
+    hidden = _req_int(obj, "hidden_size")
+    kv_heads = _int(obj, "num_key_value_heads") or heads
+    head_dim = _int(obj, "head_dim") or (hidden // heads if heads else 0)
+    if num_layers <= 0 or heads <= 0 or kv_heads <= 0 or head_dim <= 0:
+        raise FactError("layer, head and head_dim counts must be positive")
+    use_sw = obj.get("use_sliding_window", False)
+    if not isinstance(use_sw, bool):
+        raise FactError(f"key 'use_sliding_window' should be true or false, got {use_sw!r}")
+    sliding_window = _int(obj, "sliding_window")
+    max_window_layers = _int(obj, "max_window_layers")
+    layer_types = _str_list(obj, "layer_types")
+    derived = layer_types is None
+    if layer_types is None:
+        layer_types = derive_layer_types(
+            num_layers,
+            sliding_window,
+            use_sw,
+            max_window_layers if max_window_layers is not None else num_layers,
+        )
+    elif len(layer_types) != num_layers:
+        raise FactError(
+            f"layer_types has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
+        )
+    unknown = sorted({t for t in layer_types} - {"sliding_attention", "full_attention"})
+    if unknown:
+        raise FactError(f"layer_types has unknown attention types {unknown}")
+
+    dflash = obj.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise FactError("key 'dflash_config' should be an object")
+    block_size = _int(dflash, "block_size")
+    block_key = "dflash_config.block_size" if block_size is not None else None
+    if block_size is None:
+        block_size = _int(obj, "block_size")
+        block_key = "block_size" if block_size is not None else None
+    dtype = obj.get("torch_dtype", obj.get("dtype"))
+    return DrafterConfig(
+        path=path,
+        architectures=_str_list(obj, "architectures") or [],
+        model_type=obj.get("model_type") if isinstance(obj.get("model_type"), str) else None,
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        dtype=dtype if isinstance(dtype, str) else None,
+        rope_theta=_rope_theta(obj),
+        vocab_size=_int(obj, "vocab_size"),
+        sliding_window=sliding_window,
+        use_sliding_window=use_sw,
+        max_window_layers=max_window_layers,
+        layer_types=layer_types,
+        layer_types_derived=derived,
+        block_size=block_size,
+        block_size_key=block_key,
+        target_layer_ids=_int_list(dflash, "target_layer_ids"),
+        mask_token_id=_int(dflash, "mask_token_id"),
+        num_target_layers=_int(obj, "num_target_layers"),
+        key_lines=_key_lines(data),
+    )
+
+
+def parse_target_config(data: bytes, path: str) -> TargetConfig:
+    obj = _load_object(data)
+    text = obj
+    # Multimodal wrappers (e.g. Kimi K2.5/K2.6, Qwen-VL) keep the language model in text_config.
+    if "num_hidden_layers" not in obj and isinstance(obj.get("text_config"), dict):
+        text = obj["text_config"]
+    return TargetConfig(
+        path=path,
+        architectures=_str_list(obj, "architectures") or [],
+        model_type=obj.get("model_type") if isinstance(obj.get("model_type"), str) else None,
+        hidden_size=_req_int(text, "hidden_size"),
+        num_hidden_layers=_req_int(text, "num_hidden_layers"),
+        vocab_size=_int(text, "vocab_size"),
+        max_position_embeddings=_int(text, "max_position_embeddings"),
+        key_lines=_key_lines(data),
+    )

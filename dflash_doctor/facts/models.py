@@ -1,0 +1,196 @@
+"""The typed facts that checks read. Parsers produce them; nothing here does I/O."""
+
+from __future__ import annotations
+
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+
+class Fact(BaseModel, Generic[T]):
+    """A fact that was read, or the reason it could not be read.
+
+    Checks that need a missing fact are reported as skipped with `error` as the reason,
+    so an unreadable file never turns into a silent pass.
+    """
+
+    value: T | None = None
+    source: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, value: T, source: str | None = None) -> Fact[T]:
+        return cls(value=value, source=source)
+
+    @classmethod
+    def missing(cls, error: str, source: str | None = None) -> Fact[T]:
+        return cls(error=error, source=source)
+
+
+class DrafterConfig(BaseModel):
+    """The DFlash drafter's `config.json`, with layer types derived as transformers does."""
+
+    path: str
+    architectures: list[str] = Field(default_factory=list)
+    model_type: str | None = None
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    dtype: str | None = None
+    rope_theta: float | None = None
+    vocab_size: int | None = None
+    sliding_window: int | None = None
+    use_sliding_window: bool = False
+    max_window_layers: int | None = None
+    layer_types: list[str]
+    layer_types_derived: bool = False
+    block_size: int | None = None
+    block_size_key: str | None = None
+    target_layer_ids: list[int] | None = None
+    mask_token_id: int | None = None
+    num_target_layers: int | None = None
+    key_lines: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def sliding_layers(self) -> list[int]:
+        """Indices of layers that attend over a sliding window (empty when none has a window)."""
+        if self.effective_sliding_window is None:
+            return []
+        return [i for i, t in enumerate(self.layer_types) if t == "sliding_attention"]
+
+    @property
+    def effective_sliding_window(self) -> int | None:
+        # transformers' Qwen3Config keeps sliding_window only when use_sliding_window is true;
+        # a sliding layer with no window attends over the full context.
+        if not self.use_sliding_window or self.sliding_window is None or self.sliding_window <= 0:
+            return None
+        return self.sliding_window
+
+    def line_of(self, key: str) -> int | None:
+        return self.key_lines.get(key)
+
+
+class TargetConfig(BaseModel):
+    """The target model's `config.json` (the text part, for multimodal wrappers)."""
+
+    path: str
+    architectures: list[str] = Field(default_factory=list)
+    model_type: str | None = None
+    hidden_size: int
+    num_hidden_layers: int
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    key_lines: dict[str, int] = Field(default_factory=dict)
+
+
+LaunchKind = Literal["process", "script", "systemd", "argv"]
+
+
+class LaunchArgs(BaseModel):
+    """The DFlash-relevant settings of one SGLang launch command line."""
+
+    source: str
+    kind: LaunchKind
+    argv: list[str]
+    parser: Literal["sglang", "fallback"] = "fallback"
+    parser_version: str | None = None
+    model_path: str | None = None
+    speculative_algorithm: str | None = None
+    draft_model_path: str | None = None
+    num_draft_tokens: int | None = None
+    dflash_block_size: int | None = None
+    draft_window_size: int | None = None
+    draft_window_flag: str | None = None
+    attention_backend: str | None = None
+    draft_attention_backend: str | None = None
+    page_size: int | None = None
+    context_length: int | None = None
+    mem_fraction_static: float | None = None
+    cuda_graph_max_bs: int | None = None
+    max_running_requests: int | None = None
+    tp_size: int = 1
+    kv_cache_dtype: str | None = None
+    flags_present: list[str] = Field(default_factory=list)
+    # Set by SGLang's own parser only: flags the host's SGLang rejects.
+    unknown_args: list[str] = Field(default_factory=list)
+    # Set by the fallback parser: flags it does not model, left for SGLang to judge.
+    other_flags: list[str] = Field(default_factory=list)
+    flag_lines: dict[str, int] = Field(default_factory=dict)
+    python: str | None = None
+
+    @property
+    def is_dflash(self) -> bool:
+        return (self.speculative_algorithm or "").upper() == "DFLASH"
+
+
+class LogLine(BaseModel):
+    line: int
+    text: str
+
+
+class DecodePoint(BaseModel):
+    """Mean accept length and throughput of the decode lines parsed around one log offset."""
+
+    offset: int
+    timestamp: str | None = None
+    accept_len: float | None = None
+    gen_throughput: float | None = None
+
+
+class DecodeStats(BaseModel):
+    count: int = 0  # decode lines parsed (all in the first MiBs of a log, then a sample)
+    accept_len_mean: float | None = None
+    gen_throughput_mean: float | None = None
+    series: list[DecodePoint] = Field(default_factory=list)
+
+
+class LogFacts(BaseModel):
+    """What the server log says about the latest server start."""
+
+    path: str
+    bytes_scanned: int = 0
+    lines: int = 0
+    overlong_lines: int = 0
+    undecodable_lines: int = 0
+    startups: int = 0
+    server_args: LogLine | None = None
+    server_args_fields: dict[str, str] = Field(default_factory=dict)
+    dflash_init: LogLine | None = None
+    dflash_attention_backend: str | None = None
+    dflash_block_size: int | None = None
+    draft_window_size: int | None = None
+    compact_cache: bool | None = None
+    block_size_mismatch: LogLine | None = None
+    backend_fallbacks: list[LogLine] = Field(default_factory=list)
+    draft_oom: list[LogLine] = Field(default_factory=list)
+    decode: DecodeStats = Field(default_factory=DecodeStats)
+
+
+class Gpu(BaseModel):
+    index: int
+    name: str
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    driver_version: str | None = None
+
+
+class HostFacts(BaseModel):
+    """Everything gathered from one host; the only input of the checks."""
+
+    host: str
+    sglang_version: Fact[str] = Field(default_factory=lambda: Fact[str].missing("not gathered"))
+    gpus: Fact[list[Gpu]] = Field(default_factory=lambda: Fact[list[Gpu]].missing("not gathered"))
+    launch: Fact[LaunchArgs] = Field(
+        default_factory=lambda: Fact[LaunchArgs].missing("not gathered")
+    )
+    drafter: Fact[DrafterConfig] = Field(
+        default_factory=lambda: Fact[DrafterConfig].missing("not gathered")
+    )
+    target: Fact[TargetConfig] = Field(
+        default_factory=lambda: Fact[TargetConfig].missing("not gathered")
+    )
+    log: Fact[LogFacts] = Field(default_factory=lambda: Fact[LogFacts].missing("not gathered"))

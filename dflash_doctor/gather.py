@@ -1,0 +1,324 @@
+"""Gather a host's facts through a Transport. Each fact that cannot be read keeps its reason.
+
+The same code runs over the local and the SSH transport; nothing here changes the host.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
+from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
+from dflash_doctor.facts.model_config import (
+    MAX_CONFIG_BYTES,
+    parse_drafter_config,
+    parse_target_config,
+)
+from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFacts
+from dflash_doctor.facts.server_log import scan_log
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.sglang_versions import parse_version
+from dflash_doctor.transport.base import Transport
+
+T = TypeVar("T")
+
+MAX_PROCESSES = 65536
+ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# Recorded host trees keep command outputs here (`fixtures/README.md`).
+CAPTURE_DIR = "/_captured"
+
+
+def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
+    """Run one gathering step; any bad input becomes a missing fact with one clear line."""
+    try:
+        return Fact[T].of(fn(), source=where)
+    except FactError as e:
+        return Fact[T].missing(f"{host}:{where}: {e}", source=where)
+    except DoctorError as e:
+        return Fact[T].missing(str(e), source=where)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        return Fact[T].missing(f"{host}:{where}: {loc}: {first['msg']}", source=where)
+
+
+class Gatherer:
+    def __init__(self, spec: HostSpec, transport: Transport) -> None:
+        self.spec = spec
+        self.t = transport
+        self.host = spec.name
+        self.pid: int | None = spec.pid
+        self.environ: dict[str, str] = {}
+
+    # -- the server process -------------------------------------------------------------
+
+    def _read_cmdline(self, pid: int) -> bytes:
+        return self.t.read_file(self.spec.path(f"/proc/{pid}/cmdline"), max_bytes=1024 * 1024)
+
+    def _is_server(self, cmdline: bytes) -> bool:
+        try:
+            sglang_args_start([a.decode("utf-8", "replace") for a in cmdline.split(b"\0")])
+        except FactError:
+            return False
+        return True
+
+    def _candidate_pids(self) -> list[int]:
+        if not self.spec.recorded:
+            try:
+                res = self.t.run(["pgrep", "-f", "sglang"], timeout=10)
+                # pgrep exits 1 when nothing matches: then there is no server process.
+                if res.returncode in (0, 1):
+                    return [int(x) for x in res.stdout.split() if x.isdigit()]
+            except DoctorError:
+                pass
+        entries = self.t.list_dir(self.spec.path("/proc"))
+        return [int(e) for e in entries[:MAX_PROCESSES] if e.isdigit()]
+
+    def find_server(self) -> int | None:
+        if self.spec.pid is not None:
+            return self.spec.pid
+        for pid in self._candidate_pids():
+            try:
+                if self._is_server(self._read_cmdline(pid)):
+                    return pid
+            except DoctorError:
+                continue  # processes come and go while we look
+        return None
+
+    def _read_environ(self, pid: int) -> None:
+        try:
+            data = self.t.read_file(self.spec.path(f"/proc/{pid}/environ"), max_bytes=1 << 20)
+        except DoctorError:
+            return
+        # Only the keys that locate model files are kept: environ holds secrets.
+        for item in data.split(b"\0"):
+            key, _, value = item.decode("utf-8", "replace").partition("=")
+            if key in ENV_KEYS:
+                self.environ[key] = value
+
+    def launch(self) -> Fact[LaunchArgs]:
+        pid = _attempt(self.host, "/proc", self.find_server)
+        if pid.value is not None:
+            self.pid = pid.value
+            self._read_environ(pid.value)
+            where = f"/proc/{pid.value}/cmdline"
+            return _attempt(
+                self.host,
+                where,
+                lambda: parse_cmdline(
+                    self._read_cmdline(pid.value or 0), source=f"{self.host}:process {pid.value}"
+                ),
+            )
+        if self.spec.launch_file:
+            path = self.spec.launch_file
+            return _attempt(
+                self.host,
+                path,
+                lambda: parse_launch_file(
+                    self.t.read_file(self.spec.path(path), max_bytes=1 << 20),
+                    source=path,
+                    path=path,
+                ),
+            )
+        why = pid.error or "no sglang.launch_server process found and no launch file given"
+        return Fact[LaunchArgs].missing(why)
+
+    # -- model configs ------------------------------------------------------------------
+
+    def _hub_dirs(self) -> list[str]:
+        dirs = []
+        if "HF_HUB_CACHE" in self.environ:
+            dirs.append(self.environ["HF_HUB_CACHE"])
+        if "HUGGINGFACE_HUB_CACHE" in self.environ:
+            dirs.append(self.environ["HUGGINGFACE_HUB_CACHE"])
+        for home in (self.environ.get("HF_HOME"), self.spec.hf_home):
+            if home:
+                dirs.append(posixpath.join(home, "hub"))
+        user_home = self.environ.get("HOME", "/root")
+        dirs.append(posixpath.join(user_home, ".cache/huggingface/hub"))
+        return list(dict.fromkeys(dirs))
+
+    def config_path(self, model: str) -> str:
+        """`config.json` of a model dir, or of an HF repo id in the host's hub cache."""
+        if not _HF_REPO.match(model) or model.startswith((".", "/")):
+            return posixpath.join(model, "config.json")
+        org, name = model.split("/", 1)
+        tried = []
+        for hub in self._hub_dirs():
+            repo = posixpath.join(hub, f"models--{org}--{name}")
+            tried.append(repo)
+            try:
+                snapshots = self.t.list_dir(self.spec.path(posixpath.join(repo, "snapshots")))
+            except DoctorError:
+                continue
+            rev = None
+            try:
+                ref = self.t.read_file(
+                    self.spec.path(posixpath.join(repo, "refs/main")), max_bytes=256
+                )
+                rev = ref.decode("ascii", "replace").strip()
+            except DoctorError:
+                pass
+            if rev not in snapshots:
+                rev = snapshots[-1] if snapshots else None
+            if rev:
+                return posixpath.join(repo, "snapshots", rev, "config.json")
+        raise FactError(f"{model} is not in the Hugging Face cache (looked in {', '.join(tried)})")
+
+    def _model_fact(
+        self, model: str | None, override: str | None, what: str, parse: Callable[[bytes, str], T]
+    ) -> Fact[T]:
+        model = override or model
+        if not model:
+            return Fact[T].missing(f"{self.host}: no {what} path in the launch command")
+        path = _attempt(self.host, model, lambda: self.config_path(model))
+        if path.value is None:
+            return Fact[T].missing(path.error or "unresolved")
+        where = path.value
+        return _attempt(
+            self.host,
+            where,
+            lambda: parse(
+                self.t.read_file(self.spec.path(where), max_bytes=MAX_CONFIG_BYTES), where
+            ),
+        )
+
+    # -- log, version, GPUs ---------------------------------------------------------------
+
+    def log_path(self) -> str | None:
+        if self.spec.log_path:
+            return self.spec.log_path
+        if self.pid is None:
+            return None
+        for fd in (1, 2):
+            try:
+                target = self.t.readlink(self.spec.path(f"/proc/{self.pid}/fd/{fd}"))
+            except DoctorError:
+                continue
+            if target.startswith("/") and not target.startswith("/dev/"):
+                return target
+        return None
+
+    def log(self) -> Fact[LogFacts]:
+        path = self.log_path()
+        if path is None:
+            return Fact[LogFacts].missing(
+                f"{self.host}: server log not found (give its path with --log or log_path)"
+            )
+        return _attempt(
+            self.host, path, lambda: scan_log(self.t.stream_file(self.spec.path(path)), path)
+        )
+
+    def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:
+        if self.spec.sglang_version:
+            declared = self.spec.sglang_version
+            if parse_version(declared) is None:
+                return Fact[str].missing(
+                    f"{self.host}: declared SGLang version {declared!r} is not a version"
+                )
+            return Fact[str].of(declared, source="declared")
+        python = self.spec.python or (launch.python if launch else None)
+        if python and python.startswith("/"):
+            found = self._version_from_dist_info(python)
+            if found is not None:
+                return found
+        if not self.spec.recorded and python:
+            return _attempt(
+                self.host,
+                f"{python} -c importlib.metadata",
+                lambda: self._version_by_running(python),
+            )
+        return Fact[str].missing(
+            f"{self.host}: SGLang version not found"
+            + (
+                f" (no sglang-*.dist-info beside {python})"
+                if python
+                else " (no server Python known)"
+            )
+        )
+
+    def _version_from_dist_info(self, python: str) -> Fact[str] | None:
+        prefix = posixpath.dirname(posixpath.dirname(python))
+        lib = posixpath.join(prefix, "lib")
+        try:
+            pythons = [d for d in self.t.list_dir(self.spec.path(lib)) if d.startswith("python3")]
+        except DoctorError:
+            return None
+        for py in pythons:
+            for sub in ("site-packages", "dist-packages"):
+                site = posixpath.join(lib, py, sub)
+                try:
+                    entries = self.t.list_dir(self.spec.path(site))
+                except DoctorError:
+                    continue
+                for entry in entries:
+                    m = re.fullmatch(r"sglang-([^-]+)\.dist-info", entry)
+                    if m:
+                        return Fact[str].of(m.group(1), source=posixpath.join(site, entry))
+        return None
+
+    def _version_by_running(self, python: str) -> str:
+        res = self.t.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"], timeout=30
+        )
+        text = res.stdout.decode("utf-8", "replace").strip()
+        if not res.ok or parse_version(text) is None:
+            raise FactError("sglang is not installed for this Python")
+        return text
+
+    def gpus(self) -> Fact[list[Gpu]]:
+        if self.spec.recorded:
+            where = posixpath.join(CAPTURE_DIR, "nvidia-smi.csv")
+            return _attempt(
+                self.host,
+                where,
+                lambda: parse_nvidia_smi(
+                    self.t.read_file(self.spec.path(where), max_bytes=1 << 20)
+                ),
+            )
+        return _attempt(self.host, "nvidia-smi", self._run_nvidia_smi)
+
+    def _run_nvidia_smi(self) -> list[Gpu]:
+        res = self.t.run(NVIDIA_SMI_ARGV, timeout=20)
+        if not res.ok:
+            first = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+            raise FactError(f"nvidia-smi failed: {first[0] if first else res.returncode}")
+        return parse_nvidia_smi(res.stdout)
+
+    def gather(self) -> HostFacts:
+        launch = self.launch()
+        args = launch.value
+        log = self.log()
+        logged = log.value.server_args_fields if log.value is not None else {}
+        drafter = self._model_fact(
+            args.draft_model_path if args else logged.get("speculative_draft_model_path"),
+            self.spec.drafter_path,
+            "drafter",
+            parse_drafter_config,
+        )
+        target = self._model_fact(
+            args.model_path if args else logged.get("model_path"),
+            self.spec.target_path,
+            "target model",
+            parse_target_config,
+        )
+        return HostFacts(
+            host=self.host,
+            sglang_version=self.sglang_version(args),
+            gpus=self.gpus(),
+            launch=launch,
+            drafter=drafter,
+            target=target,
+            log=log,
+        )
+
+
+def gather(spec: HostSpec, transport: Transport) -> HostFacts:
+    return Gatherer(spec, transport).gather()

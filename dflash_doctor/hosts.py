@@ -1,0 +1,70 @@
+"""How to find things on a host: the per-host settings of the command line and inventory."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class HostSpec(BaseModel):
+    """One host to check. Every path is a path on that host.
+
+    `root` prefixes every path the tool reads: "/" for a live host, or the directory of a
+    recorded host tree (a host's files copied under one folder, as in `fixtures/hosts/`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    address: str | None = Field(default=None, description="SSH target; none means this machine")
+    root: str = "/"
+    pid: int | None = Field(default=None, description="PID of the SGLang server process")
+    launch_file: str | None = Field(default=None, description="launch script or systemd unit")
+    log_path: str | None = None
+    drafter_path: str | None = Field(default=None, description="drafter dir or HF repo id")
+    target_path: str | None = Field(default=None, description="target dir or HF repo id")
+    sglang_version: str | None = Field(default=None, description="declared SGLang version")
+    python: str | None = Field(default=None, description="the Python that runs SGLang")
+    hf_home: str | None = None
+    labels: list[str] = Field(default_factory=list)
+
+    @property
+    def recorded(self) -> bool:
+        return self.root not in ("", "/")
+
+    def path(self, host_path: str) -> str:
+        """Where a host path is read from (under `root` for recorded trees)."""
+        if not self.recorded:
+            return host_path
+        return posixpath.join(self.root, host_path.lstrip("/"))
+
+
+RECORDED_HOST_FILE = "host.yaml"
+
+
+def load_recorded_host(directory: str, name: str | None = None) -> HostSpec:
+    """A recorded host tree: its files under `directory`, its settings in `host.yaml`."""
+    import os
+
+    import yaml
+
+    from dflash_doctor.errors import UsageError
+
+    path = os.path.join(directory, RECORDED_HOST_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        settings = {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UsageError(f"{path}: cannot read host settings: {e}") from None
+    if not isinstance(settings, dict):
+        raise UsageError(f"{path}: host settings must be a mapping")
+    if not os.path.isdir(directory):
+        raise UsageError(f"{directory}: not a directory")
+    host_name = name or os.path.basename(os.path.abspath(directory))
+    try:
+        return HostSpec(name=host_name, root=os.path.abspath(directory), **settings)
+    except ValueError as e:
+        raise UsageError(f"{path}: {str(e).splitlines()[0]}") from None

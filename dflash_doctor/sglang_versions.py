@@ -1,0 +1,88 @@
+"""What each SGLang release accepts and does, for the DFlash settings this tool checks.
+
+The facts come from SGLang's own source (python/sglang/srt/server_args.py and
+python/sglang/srt/speculative/dflash_worker.py of each release); when the `sglang`
+package is installed at the host's version, `sglang_native` asks its parser instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OLD_WINDOW_FLAG = "--speculative-dflash-draft-window-size"
+NEW_WINDOW_FLAG = "--speculative-draft-window-size"
+WINDOW_FLAGS = (NEW_WINDOW_FLAG, OLD_WINDOW_FLAG)
+
+# DFLASH first shipped in 0.5.11 with the dflash-specific spelling of the window flag.
+FIRST_DFLASH = (0, 5, 11)
+# 0.5.12 renamed the flag to --speculative-draft-window-size (shared with EAGLE-3).
+NEW_FLAG_SINCE = (0, 5, 12)
+# 0.5.14 re-added the old spelling as a deprecated alias (DeprecatedAliasStoreAction) ...
+OLD_ALIAS_SINCE = (0, 5, 14)
+# ... and 0.5.20 removed it.
+OLD_ALIAS_REMOVED = (0, 5, 20)
+# The DFlash drafter reads config.layer_types (per-layer sliding attention) from 0.5.14;
+# 0.5.11-0.5.13 build every drafter layer with full attention.
+LAYER_TYPES_SINCE = (0, 5, 14)
+
+# dflash_worker.py: backends the draft runner accepts; others log a warning and fall back.
+DFLASH_DRAFT_BACKENDS = ("flashinfer", "fa3", "fa4", "triton", "ascend")
+
+Version = tuple[int, int, int]
+
+_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str) -> Version | None:
+    """`0.5.11`, `0.5.13.post1`, `v0.5.23rc0` -> (0, 5, x); None when it is not a version."""
+    m = _VERSION_RE.match(text)
+    if m is None:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+
+
+def format_version(v: Version) -> str:
+    return ".".join(str(x) for x in v)
+
+
+@dataclass(frozen=True)
+class VersionFacts:
+    version: Version
+    dflash_supported: bool
+    window_flags: tuple[str, ...]
+    deprecated_window_flags: tuple[str, ...]
+    drafter_honours_layer_types: bool
+    draft_backends: tuple[str, ...]
+
+    @property
+    def preferred_window_flag(self) -> str | None:
+        """The spelling to recommend: accepted, and not deprecated."""
+        for flag in self.window_flags:
+            if flag not in self.deprecated_window_flags:
+                return flag
+        return None
+
+    @property
+    def label(self) -> str:
+        return format_version(self.version)
+
+
+def facts_for(version: Version) -> VersionFacts:
+    flags: list[str] = []
+    deprecated: list[str] = []
+    if version >= NEW_FLAG_SINCE:
+        flags.append(NEW_WINDOW_FLAG)
+    if FIRST_DFLASH <= version < NEW_FLAG_SINCE:
+        flags.append(OLD_WINDOW_FLAG)
+    elif OLD_ALIAS_SINCE <= version < OLD_ALIAS_REMOVED:
+        flags.append(OLD_WINDOW_FLAG)
+        deprecated.append(OLD_WINDOW_FLAG)
+    return VersionFacts(
+        version=version,
+        dflash_supported=version >= FIRST_DFLASH,
+        window_flags=tuple(flags),
+        deprecated_window_flags=tuple(deprecated),
+        drafter_honours_layer_types=version >= LAYER_TYPES_SINCE,
+        draft_backends=DFLASH_DRAFT_BACKENDS,
+    )

@@ -1,0 +1,44 @@
+"""The one interface every transport (local, SSH) implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Transport(Protocol):
+    """Run commands and read or write files on one host.
+
+    Every method raises TransportError (with one line naming the host and path) when the
+    host or file cannot be reached; `run` also raises it on timeout.
+    """
+
+    host: str
+
+    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult: ...
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes: ...
+
+    def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]: ...
+
+    def list_dir(self, path: str) -> list[str]: ...
+
+    def readlink(self, path: str) -> str: ...
+
+    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,89 @@
+"""The local machine as a host: files through the OS, commands through subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from dflash_doctor.errors import TransportError
+from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
+
+
+def _os_error(host: str, path: str, e: OSError) -> TransportError:
+    reason = e.strerror or type(e).__name__
+    return TransportError(f"{host}:{path}: {reason.lower()}")
+
+
+class LocalTransport:
+    def __init__(self, host: str = "localhost") -> None:
+        self.host = host
+
+    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        except FileNotFoundError:
+            raise TransportError(f"{self.host}: command not found: {argv[0]}") from None
+        except subprocess.TimeoutExpired:
+            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s") from None
+        except OSError as e:
+            raise _os_error(self.host, argv[0], e) from None
+        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+        if len(data) > max_bytes:
+            raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+        return data
+
+    def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed by the generator below
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+        return self._chunks(f, path, chunk_bytes)
+
+    def _chunks(self, f: BinaryIO, path: str, chunk_bytes: int) -> Iterator[bytes]:
+        with f:
+            while True:
+                try:
+                    chunk = f.read(chunk_bytes)
+                except OSError as e:
+                    raise _os_error(self.host, path, e) from None
+                if not chunk:
+                    return
+                yield chunk
+
+    def list_dir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
+    def readlink(self, path: str) -> str:
+        try:
+            return os.readlink(path)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
+    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write atomically: a temp file beside the target, then rename over it."""
+        target = Path(path)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
+    def close(self) -> None:
+        return None
