@@ -37,7 +37,7 @@ def lines(rng: random.Random) -> list[str]:
             )
         else:
             out.append(
-                f'[{ts}] INFO:     127.0.0.1:{rng.randint(30000, 60000)} - '
+                f"[{ts}] INFO:     127.0.0.1:{rng.randint(30000, 60000)} - "
                 f'"POST /v1/chat/completions HTTP/1.1" 200 OK\n'
             )
     return out

@@ -19,3 +19,13 @@ class HostUnreachable(TransportError):
 
 class UsageError(DoctorError):
     """The command line or an input file given by the user is wrong (exit code 2)."""
+
+
+def validation_line(error: object) -> str:
+    """The first problem of a pydantic ValidationError, as `field.path: message`."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error).splitlines()[0]
+    first = errors()[0]
+    loc = ".".join(str(x) for x in first["loc"])
+    return f"{loc}: {first['msg']}" if loc else str(first["msg"])

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.errors import DoctorError, FactError, validation_line
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.model_config import (
@@ -44,9 +44,7 @@ def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
     except DoctorError as e:
         return Fact[T].missing(str(e), source=where)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        return Fact[T].missing(f"{host}:{where}: {loc}: {first['msg']}", source=where)
+        return Fact[T].missing(f"{host}:{where}: {validation_line(e)}", source=where)
 
 
 class Gatherer:
@@ -113,7 +111,7 @@ class Gatherer:
                 self.host,
                 where,
                 lambda: parse_cmdline(
-                    self._read_cmdline(pid.value or 0), source=f"{self.host}:process {pid.value}"
+                    self._read_cmdline(pid.value or 0), source=f"process {pid.value}"
                 ),
             )
         if self.spec.launch_file:

@@ -48,8 +48,9 @@ def load_recorded_host(directory: str, name: str | None = None) -> HostSpec:
     import os
 
     import yaml
+    from pydantic import ValidationError
 
-    from dflash_doctor.errors import UsageError
+    from dflash_doctor.errors import UsageError, validation_line
 
     path = os.path.join(directory, RECORDED_HOST_FILE)
     try:
@@ -66,5 +67,5 @@ def load_recorded_host(directory: str, name: str | None = None) -> HostSpec:
     host_name = name or os.path.basename(os.path.abspath(directory))
     try:
         return HostSpec(name=host_name, root=os.path.abspath(directory), **settings)
-    except ValueError as e:
-        raise UsageError(f"{path}: {str(e).splitlines()[0]}") from None
+    except ValidationError as e:
+        raise UsageError(f"{path}: {validation_line(e)}") from None

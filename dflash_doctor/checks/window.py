@@ -75,7 +75,14 @@ def sliding_drafter_without_window(facts: HostFacts) -> list[Finding]:
             kv_cache_dtype=launch.kv_cache_dtype if launch else None,
         )
         evidence.append(ctx_evidence)
-        impact.update(kv.as_impact())
+        full = kv.as_impact()
+        # The headline numbers; DFD108 gives the whole memory picture.
+        for key in (
+            "context_tokens",
+            "draft_kv_full_gib_per_request_per_gpu",
+            "draft_kv_windowed_gib_per_request_per_gpu",
+        ):
+            impact[key] = full[key]
     return [
         Finding(
             check_id="DFD101",

@@ -89,29 +89,53 @@ def _opt_int(value: str | None) -> int | None:
 
 
 class _Series:
-    """Accept length and throughput over the log, at most MAX_SERIES points."""
+    """Accept length and throughput over the log: at most MAX_SERIES points, each the mean
+    of the same number of consecutive parsed decode lines (doubling as the log grows)."""
 
     def __init__(self) -> None:
-        self.points: list[tuple[int, str | None, float, float, int]] = []
+        self.points: list[DecodePoint] = []
+        self.per_point = 1
+        self._n = 0
+        self._accept = 0.0
+        self._tput = 0.0
 
-    def add(self, line: int, ts: str | None, accept_sum: float, tput_sum: float, n: int) -> None:
-        self.points.append((line, ts, accept_sum, tput_sum, n))
-        if len(self.points) > MAX_SERIES:
-            merged = []
-            for i in range(0, len(self.points) - 1, 2):
-                a, b = self.points[i], self.points[i + 1]
-                merged.append((b[0], b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4]))
-            if len(self.points) % 2:
-                merged.append(self.points[-1])
-            self.points = merged
+    def add(self, accept: float, tput: float) -> bool:
+        """Add one decode line; True when it closed a point (then call `close`)."""
+        self._n += 1
+        self._accept += accept
+        self._tput += tput
+        return self._n >= self.per_point
 
-    def export(self) -> list[DecodePoint]:
-        return [
-            DecodePoint(
-                offset=ln, timestamp=ts, accept_len=round(a / n, 4), gen_throughput=round(t / n, 4)
-            )
-            for ln, ts, a, t, n in self.points
-        ]
+    def close(self, offset: int, timestamp: str | None) -> None:
+        self.points.append(self._point(offset, timestamp))
+        self._n, self._accept, self._tput = 0, 0.0, 0.0
+        if len(self.points) >= MAX_SERIES:
+            self.points = [
+                self._merge(a, b) for a, b in zip(self.points[::2], self.points[1::2], strict=True)
+            ]
+            self.per_point *= 2
+
+    def _point(self, offset: int, timestamp: str | None) -> DecodePoint:
+        return DecodePoint(
+            offset=offset,
+            timestamp=timestamp,
+            accept_len=round(self._accept / self._n, 4),
+            gen_throughput=round(self._tput / self._n, 4),
+        )
+
+    @staticmethod
+    def _merge(a: DecodePoint, b: DecodePoint) -> DecodePoint:
+        return DecodePoint(
+            offset=b.offset,
+            timestamp=b.timestamp,
+            accept_len=round(((a.accept_len or 0) + (b.accept_len or 0)) / 2, 4),
+            gen_throughput=round(((a.gen_throughput or 0) + (b.gen_throughput or 0)) / 2, 4),
+        )
+
+    def export(self, last_offset: int, last_timestamp: str | None) -> list[DecodePoint]:
+        if self._n:
+            return [*self.points, self._point(last_offset, last_timestamp)]
+        return list(self.points)
 
 
 class LogScanner:
@@ -130,6 +154,7 @@ class LogScanner:
 
     def _reset_run(self) -> None:
         self._series = _Series()
+        self._last_decode: tuple[int, str | None] = (0, None)
         self._decode_n = 0
         self._accept_sum = 0.0
         self._tput_sum = 0.0
@@ -143,14 +168,17 @@ class LogScanner:
             if nl < 0:
                 self._hold(chunk)
                 return
-            head = self._carry + chunk[: nl + 1]
-            self._carry = b""
+            if not self._skipping and len(self._carry) + nl > MAX_LINE_BYTES:
+                self.facts.overlong_lines += 1
+                self._skipping = True
+            head = self._carry + chunk[: nl + 1] if not self._skipping else chunk[: nl + 1]
             if self._skipping:
                 self._skipping = False
-                self._stream_offset += len(head)
+                self._stream_offset += len(self._carry) + len(head)
                 self._lines_before += 1
             else:
                 self._scan(head, 0, len(head))
+            self._carry = b""
             start = nl + 1
         cut = chunk.rfind(b"\n")
         if cut >= start:
@@ -186,7 +214,7 @@ class LogScanner:
         if self._decode_n:
             d.accept_len_mean = round(self._accept_sum / self._decode_n, 4)
             d.gen_throughput_mean = round(self._tput_sum / self._decode_n, 4)
-        d.series = self._series.export()
+        d.series = self._series.export(*self._last_decode)
 
     def _scan(self, buf: bytes, start: int, end: int) -> None:
         """Scan complete lines buf[start:end] (end is just past a newline)."""
@@ -239,32 +267,25 @@ class LogScanner:
         return ranges
 
     def _parse_decode(self, buf: bytes, start: int, end: int) -> None:
-        last: re.Match[bytes] | None = None
-        n = 0
-        a_sum = 0.0
-        t_sum = 0.0
+        series = self._series
         for m in DECODE_RE.finditer(buf, start, end):
             try:
-                a_sum += float(m.group(1))
-                t_sum += float(m.group(2))
+                accept, tput = float(m.group(1)), float(m.group(2))
             except ValueError:
                 continue
-            n += 1
-            last = m
-        if last is None:
-            return
-        self._decode_n += n
-        self._accept_sum += a_sum
-        self._tput_sum += t_sum
-        ls = buf.rfind(b"\n", start, last.start()) + 1
-        ts_match = _TIMESTAMP_RE.match(buf[ls : ls + 32].decode("ascii", "replace"))
-        self._series.add(
-            self._buf_stream_offset + last.start(),
-            ts_match.group(1) if ts_match else None,
-            a_sum,
-            t_sum,
-            n,
-        )
+            self._decode_n += 1
+            self._accept_sum += accept
+            self._tput_sum += tput
+            offset = m.start()
+            self._last_decode = (self._buf_stream_offset + offset, self._timestamp(buf, offset))
+            if series.add(accept, tput):
+                series.close(*self._last_decode)
+
+    @staticmethod
+    def _timestamp(buf: bytes, offset: int) -> str | None:
+        ls = buf.rfind(b"\n", 0, offset) + 1
+        m = _TIMESTAMP_RE.match(buf[ls : ls + 32].decode("ascii", "replace"))
+        return m.group(1) if m else None
 
     def _on_marked_line(self, buf: bytes, line_start: int, line_end: int) -> None:
         if buf.find(SERVER_ARGS_MARK, line_start, line_end) >= 0:

@@ -1,0 +1,147 @@
+"""The `dflash-doctor` command line."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from dflash_doctor import __version__
+from dflash_doctor.checks import CATALOG
+from dflash_doctor.checks.base import Severity
+from dflash_doctor.demo import demo_host
+from dflash_doctor.errors import DoctorError, UsageError
+from dflash_doctor.hosts import HostSpec, load_recorded_host
+from dflash_doctor.pipeline import check_host
+from dflash_doctor.render.json_report import render_json
+from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
+from dflash_doctor.report import EXIT_USAGE, build_report
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    # Locals in a traceback could hold secrets read from a host.
+    pretty_exceptions_show_locals=False,
+    help="Find, prove and fix DFlash speculative-decoding misconfigurations on SGLang hosts.",
+)
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+LOCAL_NAMES = ("local", "localhost")
+
+
+def _specs(
+    hosts: list[str], demo: bool, host_dirs: list[Path], overrides: dict[str, object]
+) -> list[HostSpec]:
+    specs: list[HostSpec] = []
+    if demo:
+        specs.append(demo_host())
+    for d in host_dirs:
+        specs.append(load_recorded_host(str(d)))
+    for h in hosts:
+        if h in LOCAL_NAMES:
+            specs.append(HostSpec(name=h))
+        else:
+            specs.append(HostSpec(name=h, address=h))
+    if not specs:
+        raise UsageError("give a HOST, --host-dir DIR or --demo")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return [s.model_copy(update=given) for s in specs]
+
+
+@app.command()
+def check(
+    hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="check the built-in demo host")] = False,
+    host_dir: Annotated[
+        list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    fail_on: Annotated[
+        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
+    ] = Severity.ERROR,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="also write the JSON report here")
+    ] = None,
+    select: Annotated[
+        str | None, typer.Option("--select", help="comma-separated check ids to run")
+    ] = None,
+    log: Annotated[str | None, typer.Option("--log", help="server log path on the host")] = None,
+    launch: Annotated[
+        str | None, typer.Option("--launch", help="launch script or systemd unit on the host")
+    ] = None,
+    pid: Annotated[int | None, typer.Option("--pid", help="server process id")] = None,
+    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
+    sglang_version: Annotated[
+        str | None, typer.Option("--sglang-version", help="declare the host's SGLang version")
+    ] = None,
+) -> None:
+    """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
+    chosen = None
+    if select:
+        chosen = [s.strip().upper() for s in select.split(",") if s.strip()]
+        unknown = [c for c in chosen if c not in CATALOG]
+        if unknown:
+            raise UsageError(f"unknown check id(s): {', '.join(unknown)}")
+    specs = _specs(
+        hosts or [],
+        demo,
+        host_dir or [],
+        {
+            "log_path": log,
+            "launch_file": launch,
+            "pid": pid,
+            "drafter_path": drafter,
+            "target_path": target,
+            "sglang_version": sglang_version,
+        },
+    )
+    report = build_report([check_host(s, chosen) for s in specs], fail_on=fail_on)
+    if output is not None:
+        try:
+            output.write_text(render_json(report), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
+    if fmt is Format.json:
+        sys.stdout.write(render_json(report))
+    else:
+        render_terminal(report, Console())
+    raise typer.Exit(report.exit_code)
+
+
+@app.command("checks")
+def list_checks() -> None:
+    """List the check catalog."""
+    render_catalog(list(CATALOG.values()), Console())
+
+
+@app.command()
+def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD101")]) -> None:
+    """Print a check's documentation: what it finds, why it hurts, how to fix it."""
+    found = CATALOG.get(check_id.upper())
+    if found is None:
+        raise UsageError(f"unknown check id {check_id!r} (see `dflash-doctor checks`)")
+    render_explain(found, Console())
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except DoctorError as e:
+        Console(stderr=True).print(f"dflash-doctor: error: {e}", markup=False, highlight=False)
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,105 @@
+"""The terminal report, with rich."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from dflash_doctor.checks.base import Check, Evidence, Finding, Severity
+from dflash_doctor.report import HostReport, Report
+
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _where(ev: Evidence) -> str:
+    if ev.file is None:
+        return ev.kind
+    return f"{ev.file}:{ev.line}" if ev.line is not None else ev.file
+
+
+def _host_line(host: HostReport) -> Text:
+    text = Text(host.host, style="bold")
+    facts = host.facts
+    if facts is None:
+        return text
+    parts = []
+    if facts.sglang_version.value:
+        parts.append(f"SGLang {facts.sglang_version.value}")
+    if facts.gpus.value:
+        names = {g.name for g in facts.gpus.value}
+        parts.append(f"{len(facts.gpus.value)}x {', '.join(sorted(names))}")
+    if facts.launch.value:
+        parts.append(facts.launch.value.source)
+    if parts:
+        text.append("  " + " | ".join(parts), style="dim")
+    return text
+
+
+def _finding(f: Finding) -> Panel:
+    body: list[Text | Table] = [Text(f.message)]
+    ev = Table.grid(padding=(0, 1))
+    ev.add_column(style="dim", no_wrap=True)
+    ev.add_column()
+    for e in f.evidence:
+        ev.add_row(_where(e), e.text)
+    body.append(Text("Evidence", style="bold"))
+    body.append(ev)
+    if f.impact:
+        body.append(Text("Impact", style="bold"))
+        impact = Table.grid(padding=(0, 1))
+        impact.add_column(style="dim")
+        impact.add_column()
+        for k, v in f.impact.items():
+            impact.add_row(k, str(v))
+        body.append(impact)
+    for fix in f.fixes:
+        line = Text("Fix: ", style="bold green")
+        line.append(fix.describe())
+        if fix.note:
+            line.append(f"  ({fix.note})", style="dim")
+        body.append(line)
+    title = Text(f"{f.check_id} {f.severity.value}: ", style=STYLE[f.severity])
+    title.append(f.title, style="bold")
+    return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
+
+
+def render_terminal(report: Report, console: Console) -> None:
+    for host in report.hosts:
+        console.rule(_host_line(host), align="left")
+        if not host.reachable:
+            console.print(Text(f"unreachable: {host.error}", style="bold red"))
+            continue
+        for err in host.fact_errors:
+            console.print(Text(f"could not read {err}", style="yellow"))
+        for finding in host.findings:
+            console.print(_finding(finding))
+        passed = [r.check_id for r in host.results if r.status == "passed"]
+        if passed:
+            console.print(Text("passed: " + ", ".join(passed), style="green"))
+        for r in host.results:
+            if r.status == "skipped":
+                console.print(Text(f"skipped {r.check_id} {r.name}: {r.reason}", style="dim"))
+    s = report.summary
+    console.print(
+        Text(
+            f"{s.hosts} host(s), {s.unreachable} unreachable: {s.errors} error(s), "
+            f"{s.warnings} warning(s), {s.infos} info; checks {s.passed} passed, "
+            f"{s.failed} failed, {s.skipped} skipped (fail on {report.fail_on.value}: "
+            f"exit {report.exit_code})",
+            style="bold",
+        )
+    )
+
+
+def render_catalog(checks: list[Check], console: Console) -> None:
+    table = Table("id", "severity", "name", "what it finds", box=None)
+    for c in checks:
+        table.add_row(c.id, Text(c.severity.value, style=STYLE[c.severity]), c.name, c.summary)
+    console.print(table)
+
+
+def render_explain(check: Check, console: Console) -> None:
+    console.print(Markdown(f"# {check.id} {check.name} ({check.severity.value})\n\n{check.doc}"))

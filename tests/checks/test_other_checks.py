@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+from dflash_doctor.checks import CATALOG
+from dflash_doctor.checks.base import Severity
+from dflash_doctor.facts.models import LogLine
+from dflash_doctor.runner import run_check
+from tests.conftest import (
+    QWEN4B_DRAFTER,
+    QWEN8B_DRAFTER,
+    QWEN8B_TARGET,
+    drafter_cfg,
+    host_facts,
+    init_log,
+    launch,
+    target_cfg,
+)
+
+
+def result(check_id: str, **kw):  # type: ignore[no-untyped-def]
+    return run_check(CATALOG[check_id], host_facts(**kw))
+
+
+# DFD105 block size ------------------------------------------------------------------------
+
+
+def test_dfd105_fires_on_num_draft_tokens_mismatch() -> None:
+    r = result(
+        "DFD105",
+        drafter=drafter_cfg(QWEN8B_DRAFTER),
+        launch_args=launch("--speculative-num-draft-tokens", "8"),
+    )
+    (f,) = r.findings
+    assert f.severity is Severity.WARNING
+    assert f.impact == {"server_block_size": 8, "drafter_block_size": 16}
+    assert (f.fixes[0].flag, f.fixes[0].value) == ("--speculative-num-draft-tokens", "16")
+    # top-level block_size of the z-lab config is the key that is cited
+    assert f.evidence[0].key == "block_size" and f.evidence[0].line is not None
+
+
+def test_dfd105_uses_dflash_config_block_size_first() -> None:
+    cfg = drafter_cfg(QWEN8B_DRAFTER, dflash_config={"block_size": 8, "target_layer_ids": [1]})
+    assert cfg.block_size == 8 and cfg.block_size_key == "dflash_config.block_size"
+    assert (
+        result(
+            "DFD105", drafter=cfg, launch_args=launch("--speculative-num-draft-tokens", "8")
+        ).status
+        == "passed"
+    )
+
+
+def test_dfd105_from_log_mismatch_line() -> None:
+    log = init_log(None, block=8)
+    log.block_size_mismatch = LogLine(line=5, text="DFLASH block size mismatch: using ...")
+    r = result("DFD105", drafter=drafter_cfg(QWEN8B_DRAFTER), log=log)
+    assert r.status == "failed"
+    assert any(e.kind == "log" and e.line == 5 for e in r.findings[0].evidence)
+
+
+def test_dfd105_alias_flags_disagree_is_error() -> None:
+    r = result(
+        "DFD105",
+        drafter=drafter_cfg(QWEN8B_DRAFTER),
+        launch_args=launch(
+            "--speculative-num-draft-tokens", "16", "--speculative-dflash-block-size", "8"
+        ),
+    )
+    assert r.findings[0].severity is Severity.ERROR
+    assert r.findings[0].fixes[0].action == "remove_flag"
+
+
+def test_dfd105_passes_when_equal_or_inferred() -> None:
+    cfg = drafter_cfg(QWEN8B_DRAFTER)
+    assert result("DFD105", drafter=cfg, launch_args=launch()).status == "passed"
+    assert (
+        result(
+            "DFD105", drafter=cfg, launch_args=launch("--speculative-dflash-block-size", "16")
+        ).status
+        == "passed"
+    )
+
+
+# DFD106 drafter vs target ---------------------------------------------------------------
+
+
+def test_dfd106_passes_matching_pair() -> None:
+    r = result(
+        "DFD106",
+        drafter=drafter_cfg(QWEN8B_DRAFTER),
+        target=target_cfg(QWEN8B_TARGET),
+        launch_args=launch(),
+    )
+    assert r.status == "passed"
+
+
+def test_dfd106_hidden_size_mismatch() -> None:
+    r = result(
+        "DFD106",
+        drafter=drafter_cfg(QWEN4B_DRAFTER),
+        target=target_cfg(QWEN8B_TARGET),
+        launch_args=launch(),
+    )
+    titles = [f.title for f in r.findings]
+    assert titles == ["Drafter and target hidden sizes differ"]
+
+
+def test_dfd106_layer_ids_out_of_range() -> None:
+    cfg = drafter_cfg(
+        QWEN8B_DRAFTER, dflash_config={"target_layer_ids": [1, 9, 40]}, num_target_layers=None
+    )
+    r = result("DFD106", drafter=cfg, target=target_cfg(QWEN8B_TARGET), launch_args=launch())
+    (f,) = r.findings
+    assert "[40]" in f.message and f.evidence[0].key == "target_layer_ids"
+
+
+def test_dfd106_num_target_layers_mismatch() -> None:
+    cfg = drafter_cfg(QWEN8B_DRAFTER, num_target_layers=28)
+    r = result("DFD106", drafter=cfg, target=target_cfg(QWEN8B_TARGET), launch_args=launch())
+    assert [f.title for f in r.findings] == [
+        "Drafter was trained for a target with another layer count"
+    ]
+
+
+def test_dfd106_kimi_text_config_target() -> None:
+    r = result("DFD106", drafter=drafter_cfg(), target=target_cfg(), launch_args=launch())
+    assert r.status == "passed"
+
+
+def test_dfd106_skips_without_target() -> None:
+    r = result("DFD106", drafter=drafter_cfg(), launch_args=launch())
+    assert r.status == "skipped" and "needs target" in (r.reason or "")
+
+
+# DFD107 draft attention backend ----------------------------------------------------------
+
+
+def test_dfd107_inherited_unsupported_backend() -> None:
+    r = result("DFD107", launch_args=launch("--attention-backend", "trtllm_mha"))
+    (f,) = r.findings
+    assert f.fixes[0].flag == "--speculative-draft-attention-backend"
+    assert f.fixes[0].value == "flashinfer"
+
+
+def test_dfd107_explicit_draft_backend_wins() -> None:
+    ok = launch("--attention-backend", "trtllm_mha", "--speculative-draft-attention-backend", "fa3")
+    assert result("DFD107", launch_args=ok).status == "passed"
+    bad = launch("--speculative-draft-attention-backend", "flashmla")
+    assert result("DFD107", launch_args=bad).status == "failed"
+
+
+def test_dfd107_log_fallback_line_alone() -> None:
+    log = init_log(None, backend="flashinfer")
+    log.backend_fallbacks = [LogLine(line=3, text="DFLASH draft worker ... Falling back to 'x'")]
+    r = result("DFD107", log=log)
+    assert r.status == "failed" and r.findings[0].evidence[-1].line == 3
+
+
+def test_dfd107_skips_with_nothing_to_judge() -> None:
+    assert result("DFD107", launch_args=launch()).status == "skipped"
+
+
+def test_every_check_is_documented() -> None:
+    for c in CATALOG.values():
+        for part in ("What it finds", "Why it hurts", "How to fix"):
+            assert part in c.doc, (c.id, part)
+        assert c.id.startswith("DFD") and len(c.id) == 6
