@@ -1,0 +1,1 @@
+"""Self-contained probe scripts shipped to hosts (stdlib + torch)."""
