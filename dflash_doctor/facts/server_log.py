@@ -1,9 +1,8 @@
-"""Stream an SGLang server log into LogFacts, in bounded memory, at close to grep's speed.
+"""Turn an SGLang server log into LogFacts, in bounded memory, at close to grep's speed.
 
-The log is read as byte chunks and never held whole. Rare lines (the startup server-args
-dump, the DFlash worker's lines) are located with `bytes.find`; the frequent decode lines
-are matched by one compiled regex over each chunk, so the per-line work stays in C. The
-accept-length/throughput series keeps at most MAX_SERIES points, merging neighbours.
+Two stages: `log_filter` finds the lines that matter in the raw bytes (in-process, or on
+the host over SSH); this module reads those lines into facts about the latest server start.
+The accept-length/throughput series keeps at most MAX_SERIES points.
 
 Formats, from SGLang's source:
 - `server_args=ServerArgs(...)`: python/sglang/srt/entrypoints/http_server.py logs the
@@ -26,28 +25,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.log_filter import LogFilter
 from dflash_doctor.facts.models import DecodePoint, DecodeStats, LogFacts, LogLine
 from dflash_doctor.redact import redact_text
 
-MAX_LINE_BYTES = 1024 * 1024
 MAX_SERIES = 256
 MAX_EVIDENCE_CHARS = 400
 MAX_KEPT_LINES = 20
+MAX_RECORD_BYTES = 2 * 1024 * 1024
 
-SERVER_ARGS_MARK = b"server_args=ServerArgs("
-# One scan finds both the DFlash worker lines and the startup dump of a DFLASH server
-# (its args say speculative_algorithm='DFLASH'); starts of non-DFlash servers are not ours.
-DFLASH_MARK = b"DFLASH"
-# Decode lines are parsed exactly in the first EXACT_PREFIX_BYTES of the log, then in the
-# first SAMPLE_WINDOW_BYTES of every SAMPLE_PERIOD_BYTES: a systematic ~3% sample that keeps
-# a multi-GB scan within a few times grep. Line numbers stay exact.
-EXACT_PREFIX_BYTES = 2 * 1024 * 1024
-SAMPLE_PERIOD_BYTES = 1024 * 1024
-SAMPLE_WINDOW_BYTES = 32 * 1024
-# "accept len" appears only in decode lines; no "(" stands between it and the throughput,
-# so a greedy negated class matches without backtracking.
-DECODE_RE = re.compile(rb"accept len: ([0-9.]+),[^(\n]*\(token/s\): ([0-9.]+)")
-_TIMESTAMP_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")
+SERVER_ARGS_MARK = "server_args=ServerArgs("
 _FIELD_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,()\s]+)")
 _INIT_RE = re.compile(r"Initialized DFLASH draft runner\.\s*(.*)$")
 _FALLBACK_RE = re.compile(r"DFLASH draft worker .*Falling back to '([^']+)'")
@@ -138,17 +126,10 @@ class _Series:
         return list(self.points)
 
 
-class LogScanner:
-    """Feed byte chunks with `feed`, then `result()`. Restarts reset the per-start facts."""
+class LogFactsBuilder:
+    """Reads the filter's records (in stream order) into facts about the latest start."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self._carry = b""
-        self._skipping = False
-        self._stream_offset = 0  # stream offset of the next byte given to _scan
-        self._buf_stream_offset = 0  # stream offset of buf[0] in the current _scan
-        self._lines_before = 0  # complete lines before the current buffer
-        self._cursor = self._cursor_line = 0
         self.facts = LogFacts(path=path)
         self._reset_run()
 
@@ -159,149 +140,38 @@ class LogScanner:
         self._accept_sum = 0.0
         self._tput_sum = 0.0
 
-    def feed(self, chunk: bytes) -> None:
-        self.facts.bytes_scanned += len(chunk)
-        start = 0
-        if self._carry or self._skipping:
-            # Finish the line left over from the last chunk without copying this chunk.
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                self._hold(chunk)
-                return
-            if not self._skipping and len(self._carry) + nl > MAX_LINE_BYTES:
-                self.facts.overlong_lines += 1
-                self._skipping = True
-            head = self._carry + chunk[: nl + 1] if not self._skipping else chunk[: nl + 1]
-            if self._skipping:
-                self._skipping = False
-                self._stream_offset += len(self._carry) + len(head)
-                self._lines_before += 1
-            else:
-                self._scan(head, 0, len(head))
-            self._carry = b""
-            start = nl + 1
-        cut = chunk.rfind(b"\n")
-        if cut >= start:
-            self._scan(chunk, start, cut + 1)
-            self._hold(chunk[cut + 1 :])
-        else:
-            self._hold(chunk[start:])
+    def on_decode(self, offset: int, accept: float, tput: float, ts: str | None) -> None:
+        self._decode_n += 1
+        self._accept_sum += accept
+        self._tput_sum += tput
+        self._last_decode = (offset, ts)
+        if self._series.add(accept, tput):
+            self._series.close(offset, ts)
 
-    def _hold(self, tail: bytes) -> None:
-        """Keep an unfinished line for the next chunk, unless it is overlong."""
-        if self._skipping:
-            self._stream_offset += len(tail)
-            return
-        self._carry += tail
-        if len(self._carry) > MAX_LINE_BYTES:
-            # A line this long is no SGLang log line (binary junk, a dumped blob): skip it.
-            self.facts.overlong_lines += 1
-            self._stream_offset += len(self._carry)
-            self._carry = b""
-            self._skipping = True
-
-    def result(self) -> LogFacts:
-        if self._carry and not self._skipping:
-            self._scan(self._carry + b"\n", 0, len(self._carry) + 1)
-            self._carry = b""
-        self.facts.lines = self._lines_before
-        self._flush_decode()
-        return self.facts
-
-    def _flush_decode(self) -> None:
-        d = self.facts.decode
-        d.count = self._decode_n
-        if self._decode_n:
-            d.accept_len_mean = round(self._accept_sum / self._decode_n, 4)
-            d.gen_throughput_mean = round(self._tput_sum / self._decode_n, 4)
-        d.series = self._series.export(*self._last_decode)
-
-    def _scan(self, buf: bytes, start: int, end: int) -> None:
-        """Scan complete lines buf[start:end] (end is just past a newline)."""
-        self._buf_stream_offset = self._stream_offset - start
-        self._cursor, self._cursor_line = start, self._lines_before
-        pos = start
-        while True:
-            mark = buf.find(DFLASH_MARK, pos, end)
-            if mark < 0:
-                self._scan_decode(buf, pos, end)
-                break
-            line_start = max(buf.rfind(b"\n", start, mark) + 1, pos)
-            line_end = buf.find(b"\n", mark, end)
-            # Decode lines before a restart belong to the old run: scan them first.
-            self._scan_decode(buf, pos, line_start)
-            self._on_marked_line(buf, line_start, line_end)
-            pos = line_end + 1
-        self._stream_offset += end - start
-        self._lines_before = self._cursor_line + buf.count(b"\n", self._cursor, end)
-
-    def _line_at(self, buf: bytes, offset: int) -> int:
-        """1-based line number of buf[offset]; marked lines are visited in stream order."""
-        self._cursor_line += buf.count(b"\n", self._cursor, offset)
-        self._cursor = offset
-        return self._cursor_line + 1
-
-    def _scan_decode(self, buf: bytes, start: int, end: int) -> None:
-        if start >= end:
-            return
-        for a, b in self._sample_ranges(start, end):
-            self._parse_decode(buf, a, b)
-
-    def _sample_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Parts of buf[start:end] inside the sampling windows, as buffer offsets."""
-        base = self._buf_stream_offset
-        lo, hi = base + start, base + end
-        if hi <= EXACT_PREFIX_BYTES:
-            return [(start, end)]
-        ranges = []
-        if lo < EXACT_PREFIX_BYTES:
-            ranges.append((start, EXACT_PREFIX_BYTES - base))
-            lo = EXACT_PREFIX_BYTES
-        period_start = lo - lo % SAMPLE_PERIOD_BYTES
-        while period_start < hi:
-            a = max(lo, period_start)
-            b = min(hi, period_start + SAMPLE_WINDOW_BYTES)
-            if a < b:
-                ranges.append((a - base, b - base))
-            period_start += SAMPLE_PERIOD_BYTES
-        return ranges
-
-    def _parse_decode(self, buf: bytes, start: int, end: int) -> None:
-        series = self._series
-        for m in DECODE_RE.finditer(buf, start, end):
-            try:
-                accept, tput = float(m.group(1)), float(m.group(2))
-            except ValueError:
-                continue
-            self._decode_n += 1
-            self._accept_sum += accept
-            self._tput_sum += tput
-            offset = m.start()
-            self._last_decode = (self._buf_stream_offset + offset, self._timestamp(buf, offset))
-            if series.add(accept, tput):
-                series.close(*self._last_decode)
-
-    @staticmethod
-    def _timestamp(buf: bytes, offset: int) -> str | None:
-        ls = buf.rfind(b"\n", 0, offset) + 1
-        m = _TIMESTAMP_RE.match(buf[ls : ls + 32].decode("ascii", "replace"))
-        return m.group(1) if m else None
-
-    def _on_marked_line(self, buf: bytes, line_start: int, line_end: int) -> None:
-        if buf.find(SERVER_ARGS_MARK, line_start, line_end) >= 0:
-            self._on_startup(buf, line_start, line_end)
-        else:
-            self._on_dflash(buf, line_start, line_end)
-
-    def _text(self, raw: bytes) -> str:
+    def on_marked(self, line: int, raw: bytes) -> None:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             self.facts.undecodable_lines += 1
             text = raw.decode("utf-8", "replace")
-        return redact_text(text.rstrip("\r"))
+        text = redact_text(text.rstrip("\r"))
+        if SERVER_ARGS_MARK in text:
+            self._on_startup(line, text)
+        else:
+            self._on_dflash(LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS]), text)
 
-    def _on_startup(self, buf: bytes, line_start: int, line_end: int) -> None:
+    def finish(self, lines: int, size: int, overlong: int) -> LogFacts:
+        f = self.facts
+        f.lines, f.bytes_scanned, f.overlong_lines = lines, size, overlong
+        d = f.decode
+        d.count = self._decode_n
+        if self._decode_n:
+            d.accept_len_mean = round(self._accept_sum / self._decode_n, 4)
+            d.gen_throughput_mean = round(self._tput_sum / self._decode_n, 4)
+        d.series = self._series.export(*self._last_decode)
+        return f
+
+    def _on_startup(self, line: int, text: str) -> None:
         f = self.facts
         f.startups += 1
         # Facts of an earlier server start do not describe the running server.
@@ -318,29 +188,21 @@ class LogScanner:
         f.draft_oom = []
         f.decode = DecodeStats()
         self._reset_run()
-        text = self._text(buf[line_start:line_end])
-        number = self._line_at(buf, line_start)
-        f.server_args = LogLine(line=number, text=text[:MAX_EVIDENCE_CHARS])
-        dump = text[text.find("server_args=ServerArgs(") :]
+        f.server_args = LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS])
+        dump = text[text.find(SERVER_ARGS_MARK) :]
         f.server_args_fields = {
             k: _unquote(v) for k, v in _FIELD_RE.findall(dump) if k in SERVER_ARGS_KEYS
         }
 
-    def _on_dflash(self, buf: bytes, line_start: int, line_end: int) -> None:
+    def _on_dflash(self, line: LogLine, text: str) -> None:
         f = self.facts
-        text = self._text(buf[line_start:line_end])
-        line = LogLine(
-            line=self._line_at(buf, line_start),
-            text=text[:MAX_EVIDENCE_CHARS],
-        )
         m = _INIT_RE.search(text)
         if m:
             fields = {k: _unquote(v) for k, v in _FIELD_RE.findall(m.group(1))}
             f.dflash_init = line
             f.dflash_attention_backend = fields.get("attention_backend")
             f.dflash_block_size = _opt_int(fields.get("block_size"))
-            window = fields.get("draft_window_size")
-            f.draft_window_size = _opt_int(window)
+            f.draft_window_size = _opt_int(fields.get("draft_window_size"))
             compact = fields.get("compact_cache")
             f.compact_cache = None if compact is None else compact == "True"
         elif "DFLASH block size mismatch" in text:
@@ -353,7 +215,46 @@ class LogScanner:
 
 
 def scan_log(chunks: Iterable[bytes], path: str) -> LogFacts:
-    scanner = LogScanner(path)
+    """Scan raw log bytes in-process."""
+    builder = LogFactsBuilder(path)
+    log_filter = LogFilter(builder.on_marked, builder.on_decode)
     for chunk in chunks:
-        scanner.feed(chunk)
-    return scanner.result()
+        log_filter.feed(chunk)
+    log_filter.finish()
+    return builder.finish(log_filter.lines, log_filter.bytes, log_filter.overlong)
+
+
+def _records(chunks: Iterable[bytes]) -> Iterable[bytes]:
+    carry = b""
+    for chunk in chunks:
+        carry += chunk
+        *records, carry = carry.split(b"\n")
+        if len(carry) > MAX_RECORD_BYTES:
+            raise FactError("log filter output has an overlong record")
+        yield from records
+    if carry:
+        raise FactError("log filter output ended mid-record (was it cut off?)")
+
+
+def read_filter_output(chunks: Iterable[bytes], path: str) -> LogFacts:
+    """Read the records that `log_filter.main` wrote on a host."""
+    builder = LogFactsBuilder(path)
+    for record in _records(chunks):
+        kind, _, rest = record.partition(b"\t")
+        try:
+            if kind == b"M":
+                line, _, raw = rest.partition(b"\t")
+                builder.on_marked(int(line), raw)
+            elif kind == b"D":
+                offset, accept, tput, ts = rest.split(b"\t")
+                builder.on_decode(
+                    int(offset), float(accept), float(tput), None if ts == b"-" else ts.decode()
+                )
+            elif kind == b"E":
+                lines, size, overlong = (int(x) for x in rest.split(b"\t"))
+                return builder.finish(lines, size, overlong)
+            else:
+                raise ValueError(kind)
+        except ValueError:
+            raise FactError(f"unexpected log filter output: {record[:60]!r}") from None
+    raise FactError("log filter output ended before its end record")

@@ -5,8 +5,9 @@ import resource
 import pytest
 
 from bench.gen_log import HEADER, lines
-from dflash_doctor.facts import server_log
-from dflash_doctor.facts.server_log import scan_log
+from dflash_doctor.facts import log_filter, server_log
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
 
 SEED_LOG = (DEMO_HOST / "var/log/sglang/server.log").read_bytes()
@@ -59,7 +60,7 @@ def test_restart_resets_to_latest_start() -> None:
 
 def test_binary_junk_truncation_and_overlong_lines() -> None:
     junk = b"\x00\xff\xfe" * 1000 + b"\n"
-    overlong = b"x" * (server_log.MAX_LINE_BYTES + 10) + b" DFLASH nonsense\n"
+    overlong = b"x" * (log_filter.MAX_LINE_BYTES + 10) + b" DFLASH nonsense\n"
     head = b"".join(SEED_LOG.splitlines(keepends=True)[:4])  # up to the DFlash init line
     oom = b"[t] DFLASH draft OOM \xff\xfe here\n"
     truncated = b"[2026-11-30 10:00:09 TP0] Decode batch. #running-req: 1, accept len: 3."
@@ -85,7 +86,7 @@ def test_sampling_beyond_exact_prefix() -> None:
     f = scan_log(chunked(data, 1 << 20), "l")
     total = data.count(b"accept len: ")
     assert 0 < f.decode.count < total  # a sample beyond the exact prefix ...
-    exact = data[: server_log.EXACT_PREFIX_BYTES].count(b"accept len: ")
+    exact = data[: log_filter.EXACT_PREFIX_BYTES].count(b"accept len: ")
     assert f.decode.count > exact  # ... on top of every line in it
     assert len(f.decode.series) <= server_log.MAX_SERIES
     assert 1.5 <= (f.decode.accept_len_mean or 0) <= 6.5
@@ -111,3 +112,37 @@ def test_one_gib_log_streams_in_bounded_memory() -> None:
     assert f.lines == 2 + n_chunks * chunk.count(b"\n")
     # The scan may hold a chunk, its carry and the bounded series; never the log.
     assert (after - before) < 64 * 1024
+
+
+def test_filter_script_output_equals_in_process_scan(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import random
+    import subprocess
+    import sys
+
+    block = "".join(lines(random.Random(3))).encode()
+    junk = b"\xff\x00 binary DFLASH junk \xfe\n" + b"y" * (log_filter.MAX_LINE_BYTES + 5) + b"\n"
+    data = SEED_LOG + junk + block * ((5 << 20) // len(block)) + SEED_LOG + b"tail DFLASH"
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    out = subprocess.run(
+        [sys.executable, log_filter.__file__, str(path)], capture_output=True, check=True
+    ).stdout
+    remote = read_filter_output(chunked(out, 333), str(path))
+    local = scan_log(chunked(data, 1 << 20), str(path))
+    assert remote == local
+    assert local.startups == 2 and local.overlong_lines == 1
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (b"", "ended before its end record"),
+        (b"M\t1\tx\nD\t5\t1.0\n", "unexpected log filter output"),
+        (b"M\tone\tx\nE\t1\t1\t0\n", "unexpected log filter output"),
+        (b"M\t1\tDFLASH x", "ended mid-record"),
+        (b"Z\t1\n", "unexpected"),
+    ],
+)
+def test_hostile_filter_output(output: bytes, message: str) -> None:
+    with pytest.raises(FactError, match=message):
+        read_filter_output([output], "l")
