@@ -16,10 +16,13 @@ from dflash_doctor.checks.base import Severity
 from dflash_doctor.demo import demo_host
 from dflash_doctor.errors import DoctorError, UsageError
 from dflash_doctor.hosts import HostSpec, load_recorded_host
-from dflash_doctor.pipeline import check_host
+from dflash_doctor.inventory import load_inventory
+from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
 from dflash_doctor.render.json_report import render_json
+from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
 from dflash_doctor.report import EXIT_USAGE, build_report
+from dflash_doctor.transport.ssh import SSHOptions
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -39,9 +42,13 @@ LOCAL_NAMES = ("local", "localhost")
 
 
 def _specs(
-    hosts: list[str], demo: bool, host_dirs: list[Path], overrides: dict[str, object]
+    hosts: list[str],
+    demo: bool,
+    host_dirs: list[Path],
+    from_inventory: list[HostSpec],
+    overrides: dict[str, object],
 ) -> list[HostSpec]:
-    specs: list[HostSpec] = []
+    specs: list[HostSpec] = list(from_inventory)
     if demo:
         specs.append(demo_host())
     for d in host_dirs:
@@ -52,7 +59,7 @@ def _specs(
         else:
             specs.append(HostSpec(name=h, address=h))
     if not specs:
-        raise UsageError("give a HOST, --host-dir DIR or --demo")
+        raise UsageError("give a HOST, --inventory FILE, --host-dir DIR or --demo")
     given = {k: v for k, v in overrides.items() if v is not None}
     return [s.model_copy(update=given) for s in specs]
 
@@ -84,6 +91,34 @@ def check(
     sglang_version: Annotated[
         str | None, typer.Option("--sglang-version", help="declare the host's SGLang version")
     ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
+    ] = None,
+    limit: Annotated[
+        str | None, typer.Option("--limit", help="inventory groups, labels or hosts to check")
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="hosts checked at once")] = (
+        DEFAULT_JOBS
+    ),
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="seconds allowed per host")
+    ] = DEFAULT_HOST_TIMEOUT,
+    connect_timeout: Annotated[
+        float, typer.Option("--connect-timeout", min=1, help="seconds to connect over SSH")
+    ] = 10.0,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool,
+        typer.Option("--accept-new-host-key", help="trust and record unknown host keys"),
+    ] = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     chosen = None
@@ -96,6 +131,7 @@ def check(
         hosts or [],
         demo,
         host_dir or [],
+        load_inventory(str(inventory)).select(limit) if inventory else [],
         {
             "log_path": log,
             "launch_file": launch,
@@ -105,7 +141,18 @@ def check(
             "sglang_version": sglang_version,
         },
     )
-    report = build_report([check_host(s, chosen) for s in specs], fail_on=fail_on)
+    if limit and not inventory:
+        raise UsageError("--limit needs --inventory")
+    ssh = SSHOptions(
+        identity_files=tuple(identity or ()),
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        accept_new_host_key=accept_new_host_key,
+        connect_timeout=connect_timeout,
+    )
+    with host_progress(len(specs)) as done:
+        reports = check_hosts(specs, chosen, ssh=ssh, jobs=jobs, timeout=timeout, on_done=done)
+    report = build_report(reports, fail_on=fail_on)
     if output is not None:
         try:
             output.write_text(render_json(report), encoding="utf-8")

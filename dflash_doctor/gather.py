@@ -8,11 +8,13 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
 from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.facts import log_filter
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.model_config import (
@@ -21,7 +23,7 @@ from dflash_doctor.facts.model_config import (
     parse_target_config,
 )
 from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFacts
-from dflash_doctor.facts.server_log import scan_log
+from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.transport.base import Transport
@@ -33,6 +35,9 @@ ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # Recorded host trees keep command outputs here (`fixtures/README.md`).
 CAPTURE_DIR = "/_captured"
+# Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
+REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
+FILTER_SOURCE = Path(log_filter.__file__).read_text(encoding="utf-8")
 
 
 def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
@@ -54,6 +59,7 @@ class Gatherer:
         self.host = spec.name
         self.pid: int | None = spec.pid
         self.environ: dict[str, str] = {}
+        self.launch_python: str | None = spec.python
 
     # -- the server process -------------------------------------------------------------
 
@@ -210,9 +216,29 @@ class Gatherer:
             return Fact[LogFacts].missing(
                 f"{self.host}: server log not found (give its path with --log or log_path)"
             )
-        return _attempt(
-            self.host, path, lambda: scan_log(self.t.stream_file(self.spec.path(path)), path)
-        )
+        return _attempt(self.host, path, lambda: self._scan_log(path))
+
+    def _scan_log(self, path: str) -> LogFacts:
+        host_path = self.spec.path(path)
+        if self.t.remote and self.t.file_size(host_path) >= REMOTE_FILTER_MIN_BYTES:
+            # Filter where the log lies: only the lines that matter cross the network.
+            for python in self._pythons():
+                argv = [python, "-c", FILTER_SOURCE, host_path]
+                try:
+                    return read_filter_output(self.t.run_stream(argv, timeout=600), path)
+                except FactError:
+                    raise
+                except DoctorError as e:
+                    if "no such file" in str(e).lower() or "permission denied" in str(e).lower():
+                        raise
+                    continue  # no usable Python there: try the next, then stream the file
+        return scan_log(self.t.stream_file(host_path), path)
+
+    def _pythons(self) -> list[str]:
+        found = ["python3"]
+        if self.launch_python and self.launch_python.startswith("/"):
+            found.append(self.launch_python)
+        return found
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:
         if self.spec.sglang_version:
@@ -293,6 +319,8 @@ class Gatherer:
     def gather(self) -> HostFacts:
         launch = self.launch()
         args = launch.value
+        if args is not None and self.launch_python is None:
+            self.launch_python = args.python
         log = self.log()
         logged = log.value.server_args_fields if log.value is not None else {}
         drafter = self._model_fact(

@@ -17,7 +17,14 @@ class HostSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    address: str | None = Field(default=None, description="SSH target; none means this machine")
+    address: str | None = Field(
+        default=None, description="SSH target ([user@]host[:port] or ~/.ssh/config alias)"
+    )
+    user: str | None = Field(default=None, description="SSH user")
+    port: int | None = Field(default=None, ge=1, le=65535, description="SSH port")
+    identity_file: str | None = Field(default=None, description="SSH private key")
+    proxy_jump: str | None = Field(default=None, description="SSH jump host(s), as ProxyJump")
+    sudo: bool = Field(default=False, description="use sudo for what `fix --apply` changes")
     root: str = "/"
     pid: int | None = Field(default=None, description="PID of the SGLang server process")
     launch_file: str | None = Field(default=None, description="launch script or systemd unit")

@@ -90,3 +90,26 @@ def host_facts(
 @pytest.fixture
 def kimi() -> DrafterConfig:
     return drafter_cfg()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from fixtures.sshd import find_sshd, start_sshd
+
+    if find_sshd() is None:
+        pytest.skip("OpenSSH server not installed; .ci/run installs it")
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ssh_options(sshd):  # type: ignore[no-untyped-def]
+    from dflash_doctor.transport.ssh import SSHOptions
+
+    return SSHOptions(
+        identity_files=(str(sshd.client_key),),
+        known_hosts=str(sshd.known_hosts),
+        ssh_config=str(sshd.ssh_config),
+        interactive=False,
+    )

@@ -19,7 +19,9 @@ a multi-GB scan within a few times grep. Marked lines and line numbers are exact
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 
@@ -178,6 +180,9 @@ def main(path: str) -> int:
 
     f = LogFilter(marked, decode)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            sys.stderr.write(f"{path}: not a regular file\n")  # a FIFO would block forever
+            return 2
         with open(path, "rb") as log:
             while True:
                 chunk = log.read(CHUNK_BYTES)

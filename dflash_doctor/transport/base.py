@@ -28,8 +28,14 @@ class Transport(Protocol):
     """
 
     host: str
+    # True when the host is another machine: work is then pushed to it (log filtering).
+    remote: bool
 
     def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult: ...
+
+    def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]: ...
+
+    def file_size(self, path: str) -> int: ...
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes: ...
 

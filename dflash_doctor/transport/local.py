@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ def _os_error(host: str, path: str, e: OSError) -> TransportError:
 
 
 class LocalTransport:
+    remote = False
+
     def __init__(self, host: str = "localhost") -> None:
         self.host = host
 
@@ -33,7 +36,28 @@ class LocalTransport:
             raise _os_error(self.host, argv[0], e) from None
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
 
+    def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
+        res = self.run(argv, timeout=timeout)
+        if not res.ok:
+            lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
+        return iter([res.stdout])
+
+    def _regular(self, path: str) -> None:
+        # Never open a FIFO or device: the read could block forever or never end.
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+        if not stat.S_ISREG(mode):
+            raise TransportError(f"{self.host}:{path}: not a regular file")
+
+    def file_size(self, path: str) -> int:
+        self._regular(path)
+        return os.stat(path).st_size
+
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        self._regular(path)
         try:
             with open(path, "rb") as f:
                 data = f.read(max_bytes + 1)
@@ -44,6 +68,7 @@ class LocalTransport:
         return data
 
     def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        self._regular(path)
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed by the generator below
         except OSError as e:

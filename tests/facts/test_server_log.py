@@ -5,8 +5,8 @@ import resource
 import pytest
 
 from bench.gen_log import HEADER, lines
-from dflash_doctor.facts import log_filter, server_log
 from dflash_doctor.errors import FactError
+from dflash_doctor.facts import log_filter, server_log
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
 

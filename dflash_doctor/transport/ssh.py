@@ -1,0 +1,477 @@
+"""SSH transport on paramiko: the only module that imports it.
+
+Addressing follows OpenSSH: `user@host:port` (or `[v6addr]:port`), else an alias resolved
+through `~/.ssh/config` (HostName, User, Port, IdentityFile, ProxyJump, UserKnownHostsFile)
+with paramiko's own SSHConfig. Host keys are checked against known_hosts: an unknown key is
+refused unless `accept_new_host_key` (then it is recorded), a changed key always is.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import posixpath
+import select
+import shlex
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import paramiko
+
+from dflash_doctor.errors import HostUnreachable, TransportError
+from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
+
+MAX_OUTPUT_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    user: str | None = None
+    port: int | None = None
+    identity_files: tuple[str, ...] = ()
+    proxy_jump: str | None = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+    accept_new_host_key: bool = False
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+    interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
+
+
+@dataclass(frozen=True)
+class Target:
+    user: str | None
+    host: str
+    port: int | None
+
+
+def parse_target(text: str) -> Target:
+    """`[user@]host[:port]`, with `[addr]:port` for IPv6 literals."""
+    user, _, rest = text.rpartition("@")
+    port: int | None = None
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        if tail.startswith(":"):
+            port = _port(tail[1:], text)
+    elif rest.count(":") == 1:
+        host, _, p = rest.partition(":")
+        port = _port(p, text)
+    else:
+        host = rest
+    if not host:
+        raise TransportError(f"{text}: no host name")
+    return Target(user or None, host, port)
+
+
+def _port(text: str, whole: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise TransportError(f"{whole}: bad port {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    alias: str
+    hostname: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...]
+    proxy_jump: str | None
+    known_hosts: str
+
+
+def _expand(path: str) -> str:
+    return os.path.expanduser(path)
+
+
+def resolve(target_text: str, options: SSHOptions) -> Resolved:
+    target = parse_target(target_text)
+    cfg_path = _expand(options.ssh_config or "~/.ssh/config")
+    looked: dict[str, Any] = {}
+    if os.path.exists(cfg_path):
+        try:
+            looked = dict(paramiko.SSHConfig.from_path(cfg_path).lookup(target.host))
+        except (OSError, paramiko.SSHException, ValueError) as e:
+            raise TransportError(f"{cfg_path}: cannot read SSH config: {e}") from None
+    port = target.port or options.port or int(looked.get("port", 22))
+    user = target.user or options.user or looked.get("user") or getpass.getuser()
+    identities = tuple(_expand(p) for p in options.identity_files) + tuple(
+        _expand(p) for p in looked.get("identityfile", [])
+    )
+    known = options.known_hosts or (looked.get("userknownhostsfile") or "~/.ssh/known_hosts")
+    known = _expand(str(known).split()[0])
+    jump = options.proxy_jump or looked.get("proxyjump")
+    if jump in ("none", ""):
+        jump = None
+    return Resolved(
+        alias=target.host,
+        hostname=looked.get("hostname", target.host),
+        port=port,
+        user=user,
+        identity_files=identities,
+        proxy_jump=jump,
+        known_hosts=known,
+    )
+
+
+class UnknownHostKey(paramiko.SSHException):
+    def __init__(self, hostname: str, key: paramiko.PKey) -> None:
+        super().__init__(hostname)
+        self.hostname = hostname
+        self.key = key
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    def __init__(self, accept_new: bool, known_hosts: str) -> None:
+        self.accept_new = accept_new
+        self.known_hosts = known_hosts
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        if not self.accept_new:
+            raise UnknownHostKey(hostname, key)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        directory = os.path.dirname(self.known_hosts)
+        if directory:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        entry = paramiko.hostkeys.HostKeyEntry([hostname], key)
+        line = entry.to_line()
+        if line:
+            with open(self.known_hosts, "a", encoding="utf-8") as f:
+                f.write(line)
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return f"{key.get_name()} SHA256:{base64.b64encode(digest).decode().rstrip('=')}"
+
+
+class SSHTransport:
+    """One SSH connection to one host; commands, SFTP file access, streaming output."""
+
+    remote = True
+
+    def __init__(self, host: str, target: str, options: SSHOptions) -> None:
+        self.host = host
+        self.options = options
+        self.resolved = resolve(target, options)
+        self._jump: SSHTransport | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self.client = self._connect()
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        r = self.resolved
+        return f"{self.host} ({r.user}@{r.hostname}:{r.port})"
+
+    def _sock(self) -> socket.socket | paramiko.Channel:
+        r = self.resolved
+        if not r.proxy_jump:
+            try:
+                sock = socket.create_connection(
+                    (r.hostname, r.port), timeout=self.options.connect_timeout
+                )
+            except TimeoutError:
+                raise HostUnreachable(
+                    f"{self._where()}: connection timed out after {self.options.connect_timeout:g}s"
+                ) from None
+            except OSError as e:
+                raise HostUnreachable(f"{self._where()}: cannot connect: {e.strerror or e}") from None
+            # Small request/reply exchanges (SFTP, channel opens) stall on Nagle + delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        first, _, rest = r.proxy_jump.partition(",")
+        if self._jump is not None:  # a retry (after a passphrase prompt) needs a new channel
+            self._jump.close()
+        opts = SSHOptions(
+            known_hosts=self.options.known_hosts,
+            ssh_config=self.options.ssh_config,
+            accept_new_host_key=self.options.accept_new_host_key,
+            connect_timeout=self.options.connect_timeout,
+            command_timeout=self.options.command_timeout,
+            interactive=self.options.interactive,
+            identity_files=self.options.identity_files,
+            proxy_jump=rest or None,
+        )
+        self._jump = SSHTransport(f"{self.host} via {first}", first, opts)
+        transport = self._jump.client.get_transport()
+        assert transport is not None
+        try:
+            return transport.open_channel(
+                "direct-tcpip",
+                (r.hostname, r.port),
+                ("127.0.0.1", 0),
+                timeout=self.options.connect_timeout,
+            )
+        except (paramiko.SSHException, OSError) as e:
+            raise HostUnreachable(
+                f"{self._where()}: jump host {first} cannot reach it: {e}"
+            ) from None
+
+    def _connect(self) -> paramiko.SSHClient:
+        r = self.resolved
+        client = paramiko.SSHClient()
+        if os.path.exists(r.known_hosts):
+            try:
+                client.load_host_keys(r.known_hosts)
+            except (OSError, paramiko.SSHException) as e:
+                raise TransportError(f"{r.known_hosts}: cannot read known_hosts: {e}") from None
+        client.set_missing_host_key_policy(
+            _HostKeyPolicy(self.options.accept_new_host_key, r.known_hosts)
+        )
+        passphrase: str | None = None
+        for attempt in range(2):
+            try:
+                client.connect(
+                    r.hostname,
+                    port=r.port,
+                    username=r.user,
+                    key_filename=list(r.identity_files) or None,  # type: ignore[arg-type]
+                    passphrase=passphrase,
+                    timeout=self.options.connect_timeout,
+                    banner_timeout=self.options.connect_timeout,
+                    auth_timeout=self.options.connect_timeout,
+                    allow_agent=True,
+                    look_for_keys=not r.identity_files,
+                    sock=self._sock(),
+                )
+                return client
+            except UnknownHostKey as e:
+                client.close()
+                raise HostUnreachable(
+                    f"{self._where()}: unknown host key {_fingerprint(e.key)}; verify it, then "
+                    f"re-run with --accept-new-host-key to record it in {r.known_hosts}"
+                ) from None
+            except paramiko.BadHostKeyException as e:
+                client.close()
+                raise HostUnreachable(
+                    f"{self._where()}: HOST KEY CHANGED (now {_fingerprint(e.key)}, "
+                    f"{r.known_hosts} has {_fingerprint(e.expected_key)}); refusing to connect"
+                ) from None
+            except paramiko.PasswordRequiredException:
+                client.close()
+                if attempt == 0 and self.options.interactive:
+                    passphrase = getpass.getpass(f"Passphrase for the key of {self.host}: ")
+                    continue
+                raise HostUnreachable(
+                    f"{self._where()}: the key is encrypted; add it to ssh-agent or run "
+                    "interactively to type its passphrase"
+                ) from None
+            except paramiko.AuthenticationException as e:
+                client.close()
+                raise HostUnreachable(f"{self._where()}: authentication failed: {e}") from None
+            except TimeoutError:
+                client.close()
+                raise HostUnreachable(
+                    f"{self._where()}: connection timed out after {self.options.connect_timeout:g}s"
+                ) from None
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                client.close()
+                reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                raise HostUnreachable(f"{self._where()}: cannot connect: {reason}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+        self.client.close()
+        if self._jump is not None:
+            self._jump.close()
+
+    # -- commands -------------------------------------------------------------------------
+
+    def _active(self) -> paramiko.Transport:
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnreachable(f"{self.host}: connection closed")
+        return transport
+
+    def _open_channel(self, argv: list[str], timeout: float) -> paramiko.Channel:
+        transport = self._active()
+        try:
+            chan = transport.open_session(timeout=timeout)
+            chan.settimeout(timeout)
+            # One argv, quoted for the remote shell: nothing from a host is interpolated raw.
+            chan.exec_command(shlex.join(argv))
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            raise HostUnreachable(f"{self.host}: cannot run {argv[0]}: {e}") from None
+        return chan
+
+    def _pump(
+        self, chan: paramiko.Channel, argv: list[str], deadline: float, timeout: float
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield (stdout, stderr) pieces until the command exits or the deadline passes."""
+        while True:
+            got = False
+            if chan.recv_ready():
+                yield chan.recv(CHUNK_BYTES), b""
+                got = True
+            if chan.recv_stderr_ready():
+                yield b"", chan.recv_stderr(CHUNK_BYTES)
+                got = True
+            if got:
+                continue
+            left = deadline - time.monotonic()
+            if chan.eof_received or chan.closed:
+                # Output is complete; the exit status follows on its own message.
+                if not chan.status_event.wait(max(left, 0)):
+                    chan.close()
+                    raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+                return
+            if left <= 0:
+                chan.close()
+                raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+            try:
+                select.select([chan], [], [], min(left, 1.0))
+            except (OSError, ValueError):
+                return
+
+    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+        deadline = time.monotonic() + timeout
+        chan = self._open_channel(argv, timeout)
+        out, err = bytearray(), bytearray()
+        try:
+            for o, e in self._pump(chan, argv, deadline, timeout):
+                out += o
+                err += e
+                if len(out) + len(err) > MAX_OUTPUT_BYTES:
+                    raise TransportError(f"{self.host}: {argv[0]} printed more than 256 MiB")
+            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        except (TimeoutError, OSError, EOFError, paramiko.SSHException) as e:
+            raise TransportError(
+                f"{self.host}: {argv[0]} failed: {e or type(e).__name__}"
+            ) from None
+        finally:
+            chan.close()
+        return CommandResult(code, bytes(out), bytes(err))
+
+    def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
+        """Stream a command's stdout; raise TransportError when it exits non-zero."""
+        deadline = time.monotonic() + timeout
+        chan = self._open_channel(argv, timeout)
+        err = bytearray()
+        try:
+            for o, e in self._pump(chan, argv, deadline, timeout):
+                if o:
+                    yield o
+                if len(err) < 65536:
+                    err += e
+            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        except (TimeoutError, OSError, EOFError, paramiko.SSHException) as e:
+            raise TransportError(
+                f"{self.host}: {argv[0]} failed: {e or type(e).__name__}"
+            ) from None
+        finally:
+            chan.close()
+        if code != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
+
+    # -- files ----------------------------------------------------------------------------
+
+    def sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            transport = self._active()
+            try:
+                self._sftp = paramiko.SFTPClient.from_transport(transport)
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                raise HostUnreachable(f"{self.host}: SFTP unavailable: {e}") from None
+            if self._sftp is None:
+                raise HostUnreachable(f"{self.host}: SFTP unavailable")
+            channel = self._sftp.get_channel()
+            if channel is not None:
+                channel.settimeout(self.options.command_timeout)
+        return self._sftp
+
+    def _file_error(self, path: str, e: BaseException) -> TransportError:
+        if isinstance(e, FileNotFoundError) or getattr(e, "errno", None) == 2:
+            return TransportError(f"{self.host}:{path}: no such file or directory")
+        if isinstance(e, PermissionError) or getattr(e, "errno", None) == 13:
+            return TransportError(f"{self.host}:{path}: permission denied")
+        if isinstance(e, socket.timeout | TimeoutError):
+            return TransportError(f"{self.host}:{path}: timed out")
+        return TransportError(f"{self.host}:{path}: {e or type(e).__name__}")
+
+    def file_size(self, path: str) -> int:
+        try:
+            st = self.sftp().stat(path)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+        if st.st_mode is not None and not stat.S_ISREG(st.st_mode):
+            raise TransportError(f"{self.host}:{path}: not a regular file")
+        return st.st_size or 0
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        try:
+            sftp = self.sftp()
+            st = sftp.stat(path)
+            if st.st_mode is not None and not stat.S_ISREG(st.st_mode):
+                # /proc files report size 0: read them, but never a FIFO or device.
+                raise TransportError(f"{self.host}:{path}: not a regular file")
+            if st.st_size is not None and st.st_size > max_bytes:
+                raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+            with sftp.open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        except TransportError:
+            raise
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+        if len(data) > max_bytes:
+            raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+        return bytes(data)
+
+    def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        try:
+            f = self.sftp().open(path, "rb")
+            f.prefetch()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+        return self._chunks(f, path, chunk_bytes)
+
+    def _chunks(self, f: paramiko.SFTPFile, path: str, chunk_bytes: int) -> Iterator[bytes]:
+        with f:
+            while True:
+                try:
+                    chunk = f.read(chunk_bytes)
+                except (OSError, EOFError, paramiko.SSHException) as e:
+                    raise self._file_error(path, e) from None
+                if not chunk:
+                    return
+                yield bytes(chunk)
+
+    def list_dir(self, path: str) -> list[str]:
+        try:
+            return sorted(self.sftp().listdir(path))
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+
+    def readlink(self, path: str) -> str:
+        try:
+            target = self.sftp().readlink(path)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+        if target is None:
+            raise TransportError(f"{self.host}:{path}: not a link")
+        return target
+
+    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write atomically: a temp file beside the target, then a POSIX rename over it."""
+        tmp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.dflash-tmp")
+        try:
+            sftp = self.sftp()
+            with sftp.open(tmp, "wb") as f:
+                f.write(data)
+            sftp.chmod(tmp, mode)
+            sftp.posix_rename(tmp, path)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None

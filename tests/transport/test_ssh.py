@@ -1,0 +1,138 @@
+"""The SSH transport against a real OpenSSH server on 127.0.0.1 (no mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from dflash_doctor.errors import HostUnreachable, TransportError
+from dflash_doctor.transport.ssh import SSHTransport, parse_target, resolve
+
+
+@pytest.fixture(autouse=True)
+def _no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+def test_parse_target() -> None:
+    assert parse_target("bob@h:2222") == parse_target("bob@h:2222")
+    t = parse_target("bob@h:2222")
+    assert (t.user, t.host, t.port) == ("bob", "h", 2222)
+    t = parse_target("[::1]:22")
+    assert (t.user, t.host, t.port) == (None, "::1", 22)
+    assert parse_target("gpu-a1").host == "gpu-a1"
+    with pytest.raises(TransportError, match="bad port"):
+        parse_target("h:99999")
+
+
+def test_ssh_config_alias_resolution(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    r = resolve("gpu-7", ssh_options)
+    assert (r.hostname, r.port, r.user) == ("127.0.0.1", sshd.port, sshd.user)
+    assert str(sshd.client_key) in r.identity_files
+
+
+def test_run_quotes_every_argument(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    t = SSHTransport("h", sshd.address, ssh_options)
+    try:
+        args = ["a b", "c;d", "$(touch /tmp/pwned)", "'q'", '"dq"', "x\\y", "*"]
+        res = t.run(["printf", "%s|", *args])
+        assert res.ok and res.stdout.decode() == "|".join(args) + "|"
+        assert not os.path.exists("/tmp/pwned")
+        assert t.run(["sh", "-c", "exit 3"]).returncode == 3
+    finally:
+        t.close()
+
+
+def test_command_timeout(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    t = SSHTransport("h", sshd.address, ssh_options)
+    try:
+        start = time.monotonic()
+        with pytest.raises(TransportError, match="timed out after 1s"):
+            t.run(["sleep", "30"], timeout=1)
+        assert time.monotonic() - start < 10
+        assert t.run(["true"]).ok  # the connection survives a timed-out command
+    finally:
+        t.close()
+
+
+def test_files(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    t = SSHTransport("h", sshd.address, ssh_options)
+    try:
+        path = tmp_path / "f.txt"
+        t.write_file(str(path), b"hello\n", mode=0o600)
+        assert path.read_bytes() == b"hello\n" and (path.stat().st_mode & 0o777) == 0o600
+        assert t.read_file(str(path), max_bytes=100) == b"hello\n"
+        assert b"".join(t.stream_file(str(path), chunk_bytes=2)) == b"hello\n"
+        with pytest.raises(TransportError, match="larger than 3 bytes"):
+            t.read_file(str(path), max_bytes=3)
+        with pytest.raises(TransportError, match=r"^h:/nonexistent/x: no such file"):
+            t.read_file("/nonexistent/x", max_bytes=10)
+        os.mkfifo(tmp_path / "fifo")
+        with pytest.raises(TransportError, match="not a regular file"):
+            t.read_file(str(tmp_path / "fifo"), max_bytes=10)
+        os.symlink("/var/log/x.log", tmp_path / "link")
+        assert t.readlink(str(tmp_path / "link")) == "/var/log/x.log"
+        assert "f.txt" in t.list_dir(str(tmp_path))
+    finally:
+        t.close()
+
+
+def test_unknown_host_key_refused_then_accepted(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    opts = dataclasses.replace(ssh_options, known_hosts=str(known))
+    with pytest.raises(HostUnreachable, match="unknown host key ssh-ed25519 SHA256:") as e:
+        SSHTransport("h", sshd.address, opts)
+    assert "--accept-new-host-key" in str(e.value)
+    assert known.read_text() == ""  # refusing records nothing
+    SSHTransport("h", sshd.address, dataclasses.replace(opts, accept_new_host_key=True)).close()
+    assert f"[127.0.0.1]:{sshd.port} ssh-ed25519 " in known.read_text()
+    SSHTransport("h", sshd.address, opts).close()  # now known: no opt-in needed
+
+
+def test_changed_host_key_always_refused(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    other = (sshd.directory / "id_wrong.pub").read_text().split()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
+    for accept in (False, True):
+        opts = dataclasses.replace(ssh_options, known_hosts=str(known), accept_new_host_key=accept)
+        with pytest.raises(HostUnreachable, match="HOST KEY CHANGED"):
+            SSHTransport("h", sshd.address, opts)
+
+
+def test_wrong_key_refused(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    opts = dataclasses.replace(
+        ssh_options, identity_files=(str(sshd.wrong_key),), ssh_config="/dev/null"
+    )
+    with pytest.raises(HostUnreachable, match=r"h \(.*@127\.0\.0\.1:\d+\): authentication failed"):
+        SSHTransport("h", sshd.address, opts)
+
+
+def test_encrypted_key_without_terminal(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    key = tmp_path / "id_locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "pw", "-f", str(key)], check=True)
+    opts = dataclasses.replace(ssh_options, identity_files=(str(key),), ssh_config="/dev/null")
+    with pytest.raises(HostUnreachable, match="encrypted"):
+        SSHTransport("h", sshd.address, opts)
+
+
+def test_connection_refused_and_timeout(ssh_options) -> None:  # type: ignore[no-untyped-def]
+    from fixtures.sshd import free_port
+
+    with pytest.raises(HostUnreachable, match="cannot connect"):
+        SSHTransport("h", f"127.0.0.1:{free_port()}", ssh_options)
+
+
+def test_proxy_jump(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    opts = dataclasses.replace(ssh_options, proxy_jump=sshd.address)
+    t = SSHTransport("h", sshd.address, opts)
+    try:
+        assert t.run(["echo", "through the jump host"]).stdout == b"through the jump host\n"
+    finally:
+        t.close()
