@@ -186,7 +186,8 @@ class SSHTransport:
                     f"{self._where()}: connection timed out after {self.options.connect_timeout:g}s"
                 ) from None
             except OSError as e:
-                raise HostUnreachable(f"{self._where()}: cannot connect: {e.strerror or e}") from None
+                reason = e.strerror or str(e)
+                raise HostUnreachable(f"{self._where()}: cannot connect: {reason}") from None
             # Small request/reply exchanges (SFTP, channel opens) stall on Nagle + delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
