@@ -18,7 +18,10 @@ from dflash_doctor.errors import DoctorError, UsageError
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
+from dflash_doctor.probes.attention_probe import DEFAULT_BUDGET_MIB
+from dflash_doctor.probes.host import probe_host
 from dflash_doctor.render.json_report import render_json
+from dflash_doctor.render.probe import render_probe
 from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
 from dflash_doctor.report import EXIT_USAGE, build_report
@@ -163,6 +166,77 @@ def check(
     else:
         render_terminal(report, Console())
     raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def probe(
+    host: Annotated[str | None, typer.Argument(help="'local' or an SSH target")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="probe the built-in demo host")] = False,
+    host_dir: Annotated[
+        Path | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
+    ] = None,
+    contexts: Annotated[
+        str | None, typer.Option("--contexts", help="comma-separated context lengths")
+    ] = None,
+    window: Annotated[
+        int | None, typer.Option("--window", help="probe this window instead of the config's")
+    ] = None,
+    budget_mib: Annotated[
+        int, typer.Option("--budget-mib", min=64, help="memory the probe may use")
+    ] = DEFAULT_BUDGET_MIB,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="float32 or bfloat16")] = "float32",
+    weights: Annotated[
+        str, typer.Option("--weights", help="random, or real (the drafter's safetensors)")
+    ] = "random",
+    python: Annotated[
+        str | None, typer.Option("--python", help="the Python on the host that has torch")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
+    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
+    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+) -> None:
+    """Run the windowed-vs-full attention probe on a host's GPU (CPU where none)."""
+    if device not in ("auto", "cpu", "cuda") or dtype not in ("float32", "bfloat16"):
+        raise UsageError("--device is auto, cpu or cuda; --dtype is float32 or bfloat16")
+    if weights not in ("random", "real"):
+        raise UsageError("--weights is random or real")
+    specs = _specs([host] if host else [], demo, [host_dir] if host_dir else [], [], {})
+    if len(specs) != 1:
+        raise UsageError("probe one host at a time")
+    lengths = None
+    if contexts:
+        try:
+            lengths = sorted({int(x) for x in contexts.split(",") if x.strip()})
+        except ValueError:
+            raise UsageError(f"--contexts {contexts!r}: comma-separated integers") from None
+        if not lengths or lengths[0] < 1:
+            raise UsageError("--contexts must be positive")
+    ssh = SSHOptions(
+        identity_files=tuple(identity or ()),
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        accept_new_host_key=accept_new_host_key,
+    )
+    result = probe_host(
+        specs[0],
+        ssh=ssh,
+        contexts=lengths,
+        window=window,
+        budget_mib=budget_mib,
+        device=device,
+        dtype=dtype,
+        weights=weights,
+        python=python,
+    )
+    if fmt is Format.json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        render_probe(specs[0].name, result, Console())
+    ok = result.refused is None and (result.self_check is None or result.self_check.passed)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command("checks")

@@ -1,0 +1,114 @@
+"""Ship the attention probe to a host, run it with the host's Python, validate its JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.facts.models import DrafterConfig, LaunchArgs
+from dflash_doctor.kv_math import draft_kv
+from dflash_doctor.probes import attention_probe
+from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.transport.base import Transport
+
+PROBE_SOURCE = Path(attention_probe.__file__).read_text(encoding="utf-8")
+PROBE_TIMEOUT = 600.0
+
+
+def default_contexts(window: int | None) -> list[int]:
+    """512, the window, then 2x, 4x and 8x it (the memory budget caps the long ones)."""
+    if not window:
+        return [512, 2048, 8192]
+    return sorted({512, window, 2 * window, 4 * window, 8 * window})
+
+
+def probe_spec(
+    drafter: DrafterConfig,
+    config_json: dict[str, Any],
+    *,
+    contexts: list[int] | None = None,
+    window: int | None = None,
+    launch: LaunchArgs | None = None,
+    budget_mib: int = attention_probe.DEFAULT_BUDGET_MIB,
+    device: str = "auto",
+    dtype: str = "float32",
+    weights: str = "random",
+    weights_dir: str | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    window = window or drafter.effective_sliding_window
+    lengths = contexts or default_contexts(window)
+    tp = launch.tp_size if launch else 1
+    page = (launch.page_size if launch else None) or 1
+    kv_dtype = (launch.kv_cache_dtype if launch else None) or "auto"
+    kv_tokens = []
+    for length in lengths:
+        kv = draft_kv(
+            drafter,
+            context_tokens=length,
+            window=window or length,
+            page_size=page,
+            tp_size=tp,
+            kv_cache_dtype=kv_dtype,
+        )
+        kv_tokens.append([kv.full_tokens, kv.windowed_tokens])
+    # The probe measures KV per GPU: heads split over TP ranks as on the server.
+    shaped = dict(config_json)
+    shaped["num_key_value_heads"] = max(1, -(-drafter.num_key_value_heads // max(tp, 1)))
+    return {
+        "config": shaped,
+        "contexts": lengths,
+        "block_size": drafter.block_size or 16,
+        "window": window,
+        "budget_mib": budget_mib,
+        "device": device,
+        "dtype": dtype,
+        "kv_dtype": "bfloat16" if kv_dtype == "auto" else kv_dtype,
+        "weights": weights,
+        "weights_dir": weights_dir,
+        "seed": seed,
+        "kv_tokens": kv_tokens,
+        "_kv_formula": [
+            [b.full_bytes, b.windowed_bytes]
+            for b in (
+                draft_kv(
+                    drafter,
+                    context_tokens=n,
+                    window=window or n,
+                    page_size=page,
+                    tp_size=tp,
+                    kv_cache_dtype=kv_dtype,
+                )
+                for n in lengths
+            )
+        ],
+    }
+
+
+def run_probe(transport: Transport, spec: dict[str, Any], python: str = "python3") -> ProbeResult:
+    formula = spec.pop("_kv_formula", None)
+    argv = [python, "-c", PROBE_SOURCE, json.dumps(spec)]
+    try:
+        res = transport.run(argv, timeout=PROBE_TIMEOUT)
+    except DoctorError:
+        raise
+    text = res.stdout.decode("utf-8", "replace").strip().splitlines()
+    if not text:
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        last = err[-1] if err else f"exit {res.returncode}"
+        raise FactError(f"{transport.host}: probe printed nothing ({last})")
+    try:
+        result = ProbeResult.model_validate_json(text[-1])
+    except ValidationError as e:
+        raise FactError(f"{transport.host}: probe output invalid: {validation_line(e)}") from None
+    if result.error:
+        raise FactError(f"{transport.host}: probe failed: {result.error}")
+    if formula:
+        by_length = dict(zip(spec["contexts"], formula, strict=True))
+        for c in result.contexts:
+            c.kv_formula_full_bytes, c.kv_formula_windowed_bytes = by_length[c.context]
+    return result

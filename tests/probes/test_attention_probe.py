@@ -1,0 +1,118 @@
+"""The attention probe on CPU, on real-shaped drafter configs at reduced lengths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import parse_argv
+from dflash_doctor.hosts import load_recorded_host
+from dflash_doctor.kv_math import draft_kv
+from dflash_doctor.probes.host import probe_host
+from dflash_doctor.probes.runner import default_contexts, probe_spec, run_probe
+from dflash_doctor.transport.local import LocalTransport
+from tests.conftest import FIXTURE_HOSTS, KIMI_DRAFTER, QWEN4B_DRAFTER, drafter_cfg
+
+WINDOW = 128  # the seed drafter's 2048 scaled down so a CPU run stays short
+
+
+@pytest.fixture(scope="module")
+def seed_result():  # type: ignore[no-untyped-def]
+    cfg = drafter_cfg(KIMI_DRAFTER)
+    launch = parse_argv(
+        ["python", "-m", "sglang.launch_server", "--tp-size", "8", "--page-size", "64"],
+        source="x",
+        kind="script",
+    )
+    spec = probe_spec(
+        cfg,
+        json.loads(KIMI_DRAFTER.read_text()),
+        contexts=[64, 96, 256, 512],
+        window=WINDOW,
+        launch=launch,
+        device="cpu",
+    )
+    return cfg, launch, run_probe(LocalTransport("t"), spec, python=__import__("sys").executable)
+
+
+def test_agreement_below_the_window(seed_result) -> None:  # type: ignore[no-untyped-def]
+    _, _, r = seed_result
+    assert r.self_check is not None and r.self_check.passed
+    inside = [c for c in r.contexts if c.window_covers_context]
+    assert [c.context for c in inside] == [64, 96]  # <= window - block (128 - 16)
+    for c in inside:
+        assert c.output.max_abs_diff <= r.self_check.tolerance
+        assert c.top1_agreement == 1.0
+        assert all(layer.max_abs_diff <= r.self_check.tolerance for layer in c.layers)
+
+
+def test_divergence_above_the_window(seed_result) -> None:  # type: ignore[no-untyped-def]
+    _, _, r = seed_result
+    beyond = [c for c in r.contexts if not c.window_covers_context]
+    assert [c.context for c in beyond] == [256, 512]
+    for c in beyond:
+        assert c.output.rel_l2 > 1e-2 and c.output.cosine < 0.9999
+        # only sliding layers can differ at the first layer
+        assert c.layers[0].type == "sliding_attention" and c.layers[0].rel_l2 > 0
+    assert beyond[1].output.rel_l2 > beyond[0].output.rel_l2 * 0.8
+
+
+def test_memory_formula_equals_measured_tensors(seed_result) -> None:  # type: ignore[no-untyped-def]
+    cfg, _launch, r = seed_result
+    for c in r.contexts:
+        kv = draft_kv(cfg, context_tokens=c.context, window=WINDOW, page_size=64, tp_size=8)
+        assert c.kv is not None
+        assert c.kv.full_bytes_measured == kv.full_bytes == c.kv_formula_full_bytes
+        assert c.kv.windowed_bytes_measured == kv.windowed_bytes == c.kv_formula_windowed_bytes
+    assert r.contexts[-1].kv is not None
+    assert r.contexts[-1].kv.windowed_tokens == WINDOW + 64  # a page of alignment slack
+
+
+def test_full_attention_drafter_never_diverges() -> None:
+    # The public z-lab Qwen3-4B drafter has no sliding layers: windowed == full everywhere.
+    cfg = drafter_cfg(QWEN4B_DRAFTER)
+    spec = probe_spec(
+        cfg, json.loads(QWEN4B_DRAFTER.read_text()), contexts=[32, 512], window=64, device="cpu"
+    )
+    r = run_probe(LocalTransport("t"), spec, python=__import__("sys").executable)
+    assert r.sliding_layers == []
+    assert all(c.output.max_abs_diff == 0.0 for c in r.contexts)
+
+
+def test_budget_skips_long_contexts() -> None:
+    cfg = drafter_cfg(QWEN4B_DRAFTER)
+    spec = probe_spec(
+        cfg,
+        json.loads(QWEN4B_DRAFTER.read_text()),
+        contexts=[32, 1 << 22],
+        window=64,
+        device="cpu",
+        budget_mib=1024,
+    )
+    r = run_probe(LocalTransport("t"), spec, python=__import__("sys").executable)
+    assert [c.context for c in r.contexts] == [32]
+    assert r.skipped_contexts[0].context == 1 << 22 and "budget" in r.skipped_contexts[0].reason
+
+
+def test_default_contexts() -> None:
+    assert default_contexts(2048) == [512, 2048, 4096, 8192, 16384]
+
+
+def test_bad_probe_output_is_one_line() -> None:
+    spec = probe_spec(drafter_cfg(QWEN4B_DRAFTER), {}, contexts=[8], device="cpu")
+    with pytest.raises(FactError, match="probe output invalid"):
+        run_probe(LocalTransport("t"), spec, python="/bin/echo")
+    with pytest.raises(FactError, match="probe failed: KeyError"):
+        run_probe(LocalTransport("t"), dict(spec, config={}), python=__import__("sys").executable)
+
+
+def test_probe_over_ssh(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    spec = load_recorded_host(str(FIXTURE_HOSTS / "v0523")).model_copy(
+        update={"address": sshd.address}
+    )
+    r = probe_host(spec, ssh=ssh_options, contexts=[16, 256], window=64, device="cpu")
+    assert r.device == "cpu" and [c.context for c in r.contexts] == [16, 256]
+    assert r.self_check is not None  # the Qwen3-4B drafter has no sliding layers
+    assert r.sliding_layers == []
