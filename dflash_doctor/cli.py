@@ -19,9 +19,10 @@ from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
 from dflash_doctor.probes.attention_probe import DEFAULT_BUDGET_MIB
-from dflash_doctor.probes.host import probe_host
+from dflash_doctor.probes.host import ProbeOptions, probe_host
 from dflash_doctor.render.json_report import render_json
 from dflash_doctor.render.probe import render_probe
+from dflash_doctor.render.probe_plot import write_plot
 from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
 from dflash_doctor.report import EXIT_USAGE, build_report
@@ -65,6 +66,18 @@ def _specs(
         raise UsageError("give a HOST, --inventory FILE, --host-dir DIR or --demo")
     given = {k: v for k, v in overrides.items() if v is not None}
     return [s.model_copy(update=given) for s in specs]
+
+
+def _lengths(contexts: str | None) -> list[int] | None:
+    if not contexts:
+        return None
+    try:
+        lengths = sorted({int(x) for x in contexts.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"context lengths {contexts!r}: comma-separated integers") from None
+    if not lengths or lengths[0] < 1:
+        raise UsageError("context lengths must be positive")
+    return lengths
 
 
 @app.command()
@@ -122,6 +135,16 @@ def check(
         bool,
         typer.Option("--accept-new-host-key", help="trust and record unknown host keys"),
     ] = False,
+    probe: Annotated[
+        bool,
+        typer.Option("--probe", help="also run the attention probe; its numbers feed findings"),
+    ] = False,
+    probe_contexts: Annotated[
+        str | None, typer.Option("--probe-contexts", help="context lengths for --probe")
+    ] = None,
+    probe_window: Annotated[
+        int | None, typer.Option("--probe-window", help="window for --probe (reduced runs)")
+    ] = None,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     chosen = None
@@ -154,7 +177,15 @@ def check(
         connect_timeout=connect_timeout,
     )
     with host_progress(len(specs)) as done:
-        reports = check_hosts(specs, chosen, ssh=ssh, jobs=jobs, timeout=timeout, on_done=done)
+        reports = check_hosts(
+            specs,
+            chosen,
+            ssh=ssh,
+            jobs=jobs,
+            timeout=timeout,
+            on_done=done,
+            probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
+        )
     report = build_report(reports, fail_on=fail_on)
     if output is not None:
         try:
@@ -193,6 +224,9 @@ def probe(
         str | None, typer.Option("--python", help="the Python on the host that has torch")
     ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="also draw divergence and memory to a PNG")
+    ] = None,
     identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
     known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
     ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
@@ -206,35 +240,21 @@ def probe(
     specs = _specs([host] if host else [], demo, [host_dir] if host_dir else [], [], {})
     if len(specs) != 1:
         raise UsageError("probe one host at a time")
-    lengths = None
-    if contexts:
-        try:
-            lengths = sorted({int(x) for x in contexts.split(",") if x.strip()})
-        except ValueError:
-            raise UsageError(f"--contexts {contexts!r}: comma-separated integers") from None
-        if not lengths or lengths[0] < 1:
-            raise UsageError("--contexts must be positive")
+    lengths = _lengths(contexts)
     ssh = SSHOptions(
         identity_files=tuple(identity or ()),
         known_hosts=known_hosts,
         ssh_config=ssh_config,
         accept_new_host_key=accept_new_host_key,
     )
-    result = probe_host(
-        specs[0],
-        ssh=ssh,
-        contexts=lengths,
-        window=window,
-        budget_mib=budget_mib,
-        device=device,
-        dtype=dtype,
-        weights=weights,
-        python=python,
-    )
+    options = ProbeOptions(lengths, window, budget_mib, device, dtype, weights, python)
+    result = probe_host(specs[0], options, ssh=ssh)
     if fmt is Format.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
         render_probe(specs[0].name, result, Console())
+    if plot is not None and result.contexts:
+        write_plot(result, str(plot), f"{specs[0].name} attention probe")
     ok = result.refused is None and (result.self_check is None or result.self_check.passed)
     raise typer.Exit(0 if ok else 1)
 

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError, HostUnreachable
+from dflash_doctor.facts.models import Fact
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.report import HostReport, fact_errors
@@ -20,6 +21,7 @@ from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.local import LocalTransport
 
 if TYPE_CHECKING:
+    from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.transport.ssh import SSHOptions
 
 DEFAULT_HOST_TIMEOUT = 120.0
@@ -52,6 +54,7 @@ def check_host(
     *,
     ssh: SSHOptions | None = None,
     timeout: float = DEFAULT_HOST_TIMEOUT,
+    probe: ProbeOptions | None = None,
 ) -> HostReport:
     try:
         transport = open_transport(spec, ssh)
@@ -68,6 +71,13 @@ def check_host(
     watchdog.start()
     try:
         facts = gather(spec, transport)
+        if probe is not None and not expired.is_set():
+            from dflash_doctor.probes.host import probe_with
+
+            try:
+                facts.probe = Fact.of(probe_with(transport, spec, facts, probe), "probe")
+            except DoctorError as e:
+                facts.probe = Fact.missing(str(e), "probe")
     except HostUnreachable as e:
         return HostReport(host=spec.name, reachable=False, error=str(e))
     finally:
@@ -93,11 +103,12 @@ def check_hosts(
     jobs: int = DEFAULT_JOBS,
     timeout: float = DEFAULT_HOST_TIMEOUT,
     on_done: Callable[[HostReport], None] | None = None,
+    probe: ProbeOptions | None = None,
 ) -> list[HostReport]:
     """Check every host, at most `jobs` at a time; reports come back in the input order."""
 
     def one(spec: HostSpec) -> HostReport:
-        report = check_host(spec, select, ssh=ssh, timeout=timeout)
+        report = check_host(spec, select, ssh=ssh, timeout=timeout, probe=probe)
         if on_done is not None:
             on_done(report)
         return report

@@ -57,7 +57,7 @@ class Report(BaseModel):
 
 def fact_errors(facts: HostFacts) -> list[str]:
     errors = []
-    for name in ("sglang_version", "gpus", "launch", "drafter", "target", "log"):
+    for name in ("sglang_version", "gpus", "launch", "drafter", "target", "log", "probe"):
         fact = getattr(facts, name)
         if fact.value is None and fact.error:
             errors.append(f"{name}: {fact.error}")

@@ -166,3 +166,33 @@ def context_length(facts: HostFacts) -> tuple[int | None, Evidence | None]:
             key="max_position_embeddings",
         )
     return None, None
+
+
+def probe_evidence(
+    facts: HostFacts, context: int | None
+) -> tuple[list[Evidence], dict[str, float | int | str]]:
+    """What the probe measured at the longest probed context up to the server's context."""
+    result = facts.probe.value
+    if result is None or not result.contexts:
+        return [], {}
+    beyond = [c for c in result.contexts if not c.window_covers_context]
+    if not beyond:
+        return [], {}
+    fitting = [c for c in beyond if context is None or c.context <= context] or beyond[:1]
+    c = fitting[-1]
+    impact: dict[str, float | int | str] = {
+        "probe_context_tokens": c.context,
+        "probe_rel_l2_full_vs_windowed": round(c.output.rel_l2, 4),
+        "probe_top1_agreement": round(c.top1_agreement, 4),
+    }
+    window = result.shape.window if result.shape else None
+    text = (
+        f"probe on {result.device} (window {window}): at {c.context} tokens the drafter's "
+        f"attention output with full context differs from its trained windowed output by rel L2 "
+        f"{c.output.rel_l2:.3g} (top-1 agreement {c.top1_agreement:.2f})"
+    )
+    if c.kv is not None:
+        extra = (c.kv.full_bytes_measured - c.kv.windowed_bytes_measured) / 2**30
+        impact["probe_draft_kv_extra_gib_per_request_per_gpu"] = round(extra, 4)
+        text += f", and holds {extra:.3f} GiB more draft KV per request per GPU"
+    return [Evidence(kind="derived", text=text)], impact

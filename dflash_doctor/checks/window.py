@@ -8,6 +8,7 @@ from dflash_doctor.checks.views import (
     context_length,
     drafter,
     flag_evidence,
+    probe_evidence,
     require_dflash,
     set_window_fix,
     sliding_evidence,
@@ -83,6 +84,9 @@ def sliding_drafter_without_window(facts: HostFacts) -> list[Finding]:
             "draft_kv_windowed_gib_per_request_per_gpu",
         ):
             impact[key] = full[key]
+    probed, probe_impact = probe_evidence(facts, ctx)
+    evidence.extend(probed)
+    impact.update(probe_impact)
     return [
         Finding(
             check_id="DFD101",
@@ -320,7 +324,11 @@ def long_context_without_compaction(facts: HostFacts) -> list[Finding]:
         tp_size=launch.tp_size if launch else 1,
         kv_cache_dtype=launch.kv_cache_dtype if launch else None,
     )
-    impact = kv.as_impact(launch.max_running_requests if launch else None)
+    impact: dict[str, float | int | str] = dict(
+        kv.as_impact(launch.max_running_requests if launch else None)
+    )
+    probed, probe_impact = probe_evidence(facts, ctx)
+    impact.update(probe_impact)
     per_req = impact["draft_kv_full_gib_per_request_per_gpu"]
     win_req = impact["draft_kv_windowed_gib_per_request_per_gpu"]
     return [
@@ -344,6 +352,7 @@ def long_context_without_compaction(facts: HostFacts) -> list[Finding]:
                     ),
                 ),
                 *state.evidence,
+                *probed,
             ],
             impact=impact,
             fixes=[set_window_fix(facts, window)],

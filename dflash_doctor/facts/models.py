@@ -6,6 +6,8 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from dflash_doctor.probes.models import ProbeResult
+
 T = TypeVar("T")
 
 
@@ -194,3 +196,5 @@ class HostFacts(BaseModel):
         default_factory=lambda: Fact[TargetConfig].missing("not gathered")
     )
     log: Fact[LogFacts] = Field(default_factory=lambda: Fact[LogFacts].missing("not gathered"))
+    # Not asked for unless `check --probe`: then a value, or the reason it could not run.
+    probe: Fact[ProbeResult] = Field(default_factory=lambda: Fact[ProbeResult]())

@@ -10,7 +10,7 @@ from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import parse_argv
 from dflash_doctor.hosts import load_recorded_host
 from dflash_doctor.kv_math import draft_kv
-from dflash_doctor.probes.host import probe_host
+from dflash_doctor.probes.host import ProbeOptions, probe_host
 from dflash_doctor.probes.runner import default_contexts, probe_spec, run_probe
 from dflash_doctor.transport.local import LocalTransport
 from tests.conftest import FIXTURE_HOSTS, KIMI_DRAFTER, QWEN4B_DRAFTER, drafter_cfg
@@ -112,7 +112,54 @@ def test_probe_over_ssh(sshd, ssh_options) -> None:  # type: ignore[no-untyped-d
     spec = load_recorded_host(str(FIXTURE_HOSTS / "v0523")).model_copy(
         update={"address": sshd.address}
     )
-    r = probe_host(spec, ssh=ssh_options, contexts=[16, 256], window=64, device="cpu")
+    r = probe_host(spec, ProbeOptions(contexts=[16, 256], window=64, device="cpu"), ssh=ssh_options)
     assert r.device == "cpu" and [c.context for c in r.contexts] == [16, 256]
     assert r.self_check is not None  # the Qwen3-4B drafter has no sliding layers
     assert r.sliding_layers == []
+
+
+def test_check_with_probe_puts_numbers_in_findings() -> None:
+    from dflash_doctor.demo import demo_host
+    from dflash_doctor.pipeline import check_host
+
+    report = check_host(
+        demo_host(), ["DFD101"], probe=ProbeOptions(contexts=[64, 512], window=WINDOW, device="cpu")
+    )
+    (finding,) = report.findings
+    assert finding.impact["probe_context_tokens"] == 512
+    assert float(finding.impact["probe_rel_l2_full_vs_windowed"]) > 1e-2
+    assert any(e.text.startswith("probe on cpu (window 128)") for e in finding.evidence)
+
+
+def test_plot_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = tmp_path / "probe.png"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dflash_doctor",
+            "probe",
+            "--host-dir",
+            str(FIXTURE_HOSTS / "v0523"),
+            "--contexts",
+            "16,128",
+            "--window",
+            "64",
+            "--device",
+            "cpu",
+            "--plot",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
