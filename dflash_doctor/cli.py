@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from enum import Enum
+from datetime import date
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,12 +20,15 @@ from dflash_doctor.errors import DoctorError, UsageError
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
-from dflash_doctor.probes.attention_probe import DEFAULT_BUDGET_MIB
+from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
 from dflash_doctor.probes.host import ProbeOptions, probe_host
+from dflash_doctor.probes.runner import DEFAULT_BUDGET_MIB
 from dflash_doctor.render.json_report import render_json
+from dflash_doctor.render.junit import render_junit
 from dflash_doctor.render.probe import render_probe
 from dflash_doctor.render.probe_plot import write_plot
 from dflash_doctor.render.progress import host_progress
+from dflash_doctor.render.sarif import render_sarif
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
 from dflash_doctor.report import EXIT_USAGE, build_report
 from dflash_doctor.transport.ssh import SSHOptions
@@ -37,9 +42,16 @@ app = typer.Typer(
 )
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     json = "json"
+
+
+class GateFormat(StrEnum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
 
 
 LOCAL_NAMES = ("local", "localhost")
@@ -66,6 +78,16 @@ def _specs(
         raise UsageError("give a HOST, --inventory FILE, --host-dir DIR or --demo")
     given = {k: v for k, v in overrides.items() if v is not None}
     return [s.model_copy(update=given) for s in specs]
+
+
+def _selection(select: str | None) -> list[str] | None:
+    if not select:
+        return None
+    chosen = [s.strip().upper() for s in select.split(",") if s.strip()]
+    unknown = [c for c in chosen if c not in CATALOG]
+    if unknown:
+        raise UsageError(f"unknown check id(s): {', '.join(unknown)}")
+    return chosen
 
 
 def _lengths(contexts: str | None) -> list[int] | None:
@@ -147,12 +169,7 @@ def check(
     ] = None,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
-    chosen = None
-    if select:
-        chosen = [s.strip().upper() for s in select.split(",") if s.strip()]
-        unknown = [c for c in chosen if c not in CATALOG]
-        if unknown:
-            raise UsageError(f"unknown check id(s): {', '.join(unknown)}")
+    chosen = _selection(select)
     specs = _specs(
         hosts or [],
         demo,
@@ -257,6 +274,111 @@ def probe(
         write_plot(result, str(plot), f"{specs[0].name} attention probe")
     ok = result.refused is None and (result.self_check is None or result.self_check.passed)
     raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def gate(
+    launch: Annotated[
+        list[str] | None,
+        typer.Argument(help="launch scripts, systemd units or compose files in the repository"),
+    ] = None,
+    drafter: Annotated[
+        str | None, typer.Option("--drafter", help="drafter dir, config.json or HF repo id")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
+    ] = None,
+    sglang_version: Annotated[
+        str | None, typer.Option("--sglang-version", help="the SGLang version to deploy")
+    ] = None,
+    compose_service: Annotated[
+        str | None, typer.Option("--compose-service", help="service of a compose file")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="host name the waivers match (default: file)")
+    ] = None,
+    labels: Annotated[
+        str | None, typer.Option("--labels", help="comma-separated labels the waivers match")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option("--inventory", "-I", help="gate the inventory's hosts offline")
+    ] = None,
+    limit: Annotated[str | None, typer.Option("--limit", help="inventory groups/labels/hosts")] = (
+        None
+    ),
+    fmt: Annotated[GateFormat, typer.Option("--format", help="report format")] = GateFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="write the --format report (json for text)")
+    ] = None,
+    fail_on: Annotated[
+        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
+    ] = Severity.ERROR,
+    waivers: Annotated[
+        Path | None,
+        typer.Option("--waivers", help="waiver file (default .dflash-doctor.yaml, pyproject)"),
+    ] = None,
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="earlier JSON report: fail on new findings")
+    ] = None,
+    root: Annotated[
+        Path, typer.Option("--root", help="repository root for SARIF locations")
+    ] = Path("."),
+    select: Annotated[str | None, typer.Option("--select", help="check ids to run")] = None,
+) -> None:
+    """Pre-deploy gate: the same checks over launch and model files, with no host."""
+    chosen = _selection(select)
+    overrides: dict[str, object] = {"offline": True}
+    for key, value in (
+        ("drafter_path", drafter),
+        ("target_path", target),
+        ("sglang_version", sglang_version),
+        ("compose_service", compose_service),
+    ):
+        if value is not None:
+            overrides[key] = value
+    specs = [
+        s.model_copy(update={**overrides, "address": None})
+        for s in (load_inventory(str(inventory)).select(limit) if inventory else [])
+    ]
+    for path in launch or []:
+        if not os.path.isfile(path):
+            raise UsageError(f"{path}: no such launch file")
+        specs.append(
+            HostSpec(
+                name=host or path,
+                launch_file=path,
+                labels=[x.strip() for x in (labels or "").split(",") if x.strip()],
+                **overrides,
+            )
+        )
+    if not specs:
+        raise UsageError("give launch files or --inventory")
+    hosts = check_hosts(specs, chosen, jobs=1)
+    found, waiver_path = load_waivers(str(waivers) if waivers else None, str(root))
+    notes = apply_waivers(hosts, {s.name: s.labels for s in specs}, found, date.today())
+    if waiver_path is not None:
+        notes.insert(0, f"{len(found)} waiver(s) from {waiver_path}")
+    if baseline is not None:
+        apply_baseline(hosts, load_baseline(str(baseline)))
+    report = build_report(hosts, fail_on=fail_on, notes=notes)
+    rendered = {
+        GateFormat.json: lambda: render_json(report),
+        GateFormat.sarif: lambda: render_sarif(report, str(root)),
+        GateFormat.junit: lambda: render_junit(report),
+        GateFormat.text: lambda: render_json(report),
+    }[fmt]()
+    if output is not None:
+        try:
+            output.write_text(rendered, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
+    if fmt is GateFormat.text:
+        render_terminal(report, Console())
+    elif output is None:
+        sys.stdout.write(rendered)
+    else:
+        render_terminal(report, Console(stderr=True))
+    raise typer.Exit(report.exit_code)
 
 
 @app.command("checks")

@@ -5,8 +5,10 @@ The same code runs over the local and the SSH transport; nothing here changes th
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -16,7 +18,12 @@ from pydantic import ValidationError
 from dflash_doctor.errors import DoctorError, FactError, validation_line
 from dflash_doctor.facts import log_filter
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
-from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
+from dflash_doctor.facts.launch import (
+    parse_argv,
+    parse_cmdline,
+    parse_launch_file,
+    sglang_args_start,
+)
 from dflash_doctor.facts.model_config import (
     MAX_CONFIG_BYTES,
     parse_drafter_config,
@@ -58,7 +65,10 @@ class Gatherer:
         self.t = transport
         self.host = spec.name
         self.pid: int | None = spec.pid
-        self.environ: dict[str, str] = {}
+        # Offline, the model files are this machine's: find them through its own HF env.
+        self.environ: dict[str, str] = (
+            {k: os.environ[k] for k in ENV_KEYS if k in os.environ} if spec.offline else {}
+        )
         self.launch_python: str | None = spec.python
 
     # -- the server process -------------------------------------------------------------
@@ -108,7 +118,21 @@ class Gatherer:
                 self.environ[key] = value
 
     def launch(self) -> Fact[LaunchArgs]:
-        pid = _attempt(self.host, "/proc", self.find_server)
+        if self.spec.launch is not None:
+            command = self.spec.launch
+            return _attempt(
+                self.host,
+                "launch",
+                lambda: parse_argv(
+                    shlex.split(command) if isinstance(command, str) else list(command),
+                    source="launch",
+                    kind="argv",
+                ),
+            )
+        if self.spec.offline:
+            pid: Fact[int | None] = Fact[int | None].missing(f"{self.host}: offline: no server")
+        else:
+            pid = _attempt(self.host, "/proc", self.find_server)
         if pid.value is not None:
             self.pid = pid.value
             self._read_environ(pid.value)
@@ -129,9 +153,14 @@ class Gatherer:
                     self.t.read_file(self.spec.path(path), max_bytes=1 << 20),
                     source=path,
                     path=path,
+                    service=self.spec.compose_service,
                 ),
             )
-        why = pid.error or "no sglang.launch_server process found and no launch file given"
+        why = (
+            f"{self.host}: offline: give a launch file"
+            if self.spec.offline
+            else pid.error or "no sglang.launch_server process found and no launch file given"
+        )
         return Fact[LaunchArgs].missing(why)
 
     # -- model configs ------------------------------------------------------------------
@@ -151,8 +180,17 @@ class Gatherer:
 
     def config_path(self, model: str) -> str:
         """`config.json` of a model dir, or of an HF repo id in the host's hub cache."""
+        if model.endswith(".json"):
+            return model
+        local = posixpath.join(model, "config.json")
         if not _HF_REPO.match(model) or model.startswith((".", "/")):
-            return posixpath.join(model, "config.json")
+            return local
+        # Like SGLang (and transformers): a directory of that name wins over a repo id.
+        try:
+            self.t.file_size(self.spec.path(local))
+            return local
+        except DoctorError:
+            pass
         org, name = model.split("/", 1)
         tried = []
         for hub in self._hub_dirs():
@@ -197,6 +235,8 @@ class Gatherer:
     # -- log, version, GPUs ---------------------------------------------------------------
 
     def log_path(self) -> str | None:
+        if self.spec.offline:
+            return None
         if self.spec.log_path:
             return self.spec.log_path
         if self.pid is None:
@@ -212,6 +252,8 @@ class Gatherer:
 
     def log(self) -> Fact[LogFacts]:
         path = self.log_path()
+        if self.spec.offline:
+            return Fact[LogFacts].missing(f"{self.host}: offline: no running server, no log")
         if path is None:
             return Fact[LogFacts].missing(
                 f"{self.host}: server log not found (give its path with --log or log_path)"
@@ -253,6 +295,8 @@ class Gatherer:
             found = self._version_from_dist_info(python)
             if found is not None:
                 return found
+        if self.spec.offline:
+            return Fact[str].missing(f"{self.host}: offline: declare the SGLang version")
         if not self.spec.recorded and python:
             return _attempt(
                 self.host,
@@ -298,6 +342,8 @@ class Gatherer:
         return text
 
     def gpus(self) -> Fact[list[Gpu]]:
+        if self.spec.offline:
+            return Fact[list[Gpu]].missing(f"{self.host}: offline: no host to list GPUs of")
         if self.spec.recorded:
             where = posixpath.join(CAPTURE_DIR, "nvidia-smi.csv")
             return _attempt(

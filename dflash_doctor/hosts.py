@@ -27,7 +27,16 @@ class HostSpec(BaseModel):
     sudo: bool = Field(default=False, description="use sudo for what `fix --apply` changes")
     root: str = "/"
     pid: int | None = Field(default=None, description="PID of the SGLang server process")
-    launch_file: str | None = Field(default=None, description="launch script or systemd unit")
+    launch_file: str | None = Field(
+        default=None, description="launch script, systemd unit or docker compose file"
+    )
+    compose_service: str | None = Field(default=None, description="service in a compose file")
+    launch: str | list[str] | None = Field(
+        default=None, description="the launch command itself (string or argv list)"
+    )
+    offline: bool = Field(
+        default=False, description="no running server: read only the launch and model files"
+    )
     log_path: str | None = None
     drafter_path: str | None = Field(default=None, description="drafter dir or HF repo id")
     target_path: str | None = Field(default=None, description="target dir or HF repo id")

@@ -44,6 +44,7 @@ class Summary(BaseModel):
     errors: int = 0
     warnings: int = 0
     infos: int = 0
+    suppressed: int = 0
 
 
 class Report(BaseModel):
@@ -52,6 +53,7 @@ class Report(BaseModel):
     fail_on: Severity = Severity.ERROR
     hosts: list[HostReport] = Field(default_factory=list)
     summary: Summary = Field(default_factory=Summary)
+    notes: list[str] = Field(default_factory=list)
     exit_code: int = EXIT_OK
 
 
@@ -64,7 +66,9 @@ def fact_errors(facts: HostFacts) -> list[str]:
     return errors
 
 
-def build_report(hosts: list[HostReport], fail_on: Severity = Severity.ERROR) -> Report:
+def build_report(
+    hosts: list[HostReport], fail_on: Severity = Severity.ERROR, notes: list[str] | None = None
+) -> Report:
     summary = Summary(hosts=len(hosts))
     gate = False
     for host in hosts:
@@ -73,6 +77,9 @@ def build_report(hosts: list[HostReport], fail_on: Severity = Severity.ERROR) ->
         for result in host.results:
             setattr(summary, result.status, getattr(summary, result.status) + 1)
         for finding in host.findings:
+            if finding.suppressed is not None:
+                summary.suppressed += 1
+                continue
             key = {"error": "errors", "warning": "warnings", "info": "infos"}[
                 finding.severity.value
             ]
@@ -84,4 +91,4 @@ def build_report(hosts: list[HostReport], fail_on: Severity = Severity.ERROR) ->
         code = EXIT_FINDINGS
     if summary.unreachable:
         code = EXIT_UNREACHABLE
-    return Report(fail_on=fail_on, hosts=hosts, summary=summary, exit_code=code)
+    return Report(fail_on=fail_on, hosts=hosts, summary=summary, notes=notes or [], exit_code=code)

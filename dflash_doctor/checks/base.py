@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from dflash_doctor.facts.models import HostFacts
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
@@ -66,6 +66,9 @@ class Finding(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     impact: dict[str, float | int | str] = Field(default_factory=dict)
     fixes: list[Fix] = Field(default_factory=list)
+    # Set by policy (waivers, baseline), never by a check: why this finding does not gate.
+    suppressed: str | None = None
+    waiver: str | None = None
 
 
 ResultStatus = Literal["passed", "failed", "skipped"]

@@ -103,6 +103,7 @@ def window_state(facts: HostFacts) -> WindowState:
                     kind="flag",
                     text=f"neither {NEW_WINDOW_FLAG} nor {OLD_WINDOW_FLAG} is set",
                     file=launch.source,
+                    line=launch.command_lines[0] if launch.command_lines else None,
                 )
             )
     log = facts.log.value

@@ -88,7 +88,12 @@ def _python_of(argv: list[str], start: int) -> str | None:
 
 
 def parse_argv(
-    argv: list[str], *, source: str, kind: LaunchKind, flag_lines: dict[str, int] | None = None
+    argv: list[str],
+    *,
+    source: str,
+    kind: LaunchKind,
+    flag_lines: dict[str, int] | None = None,
+    command_lines: tuple[int, int] | None = None,
 ) -> LaunchArgs:
     start = sglang_args_start(argv)
     server_argv = argv[start:]
@@ -125,6 +130,7 @@ def parse_argv(
         flags_present=present,
         other_flags=other_flags,
         flag_lines=flag_lines or {},
+        command_lines=command_lines,
         python=_python_of(argv, start),
         **values,
     )
@@ -162,6 +168,10 @@ def _expand(text: str, env: dict[str, str]) -> str:
 class LogicalLine:
     first: int  # 1-based physical line where it starts
     physical: list[str]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.first, self.first + len(self.physical) - 1)
 
     @property
     def text(self) -> str:
@@ -223,7 +233,13 @@ def parse_script(data: bytes, *, source: str) -> LaunchArgs:
             argv = _split(_expand(stripped, env), line.first)
             while argv and (argv[0] in ("exec", "nohup", "env") or _ASSIGN.match(argv[0])):
                 argv.pop(0)
-            return parse_argv(argv, source=source, kind="script", flag_lines=_flag_lines(line))
+            return parse_argv(
+                argv,
+                source=source,
+                kind="script",
+                flag_lines=_flag_lines(line),
+                command_lines=line.span,
+            )
         m = _ASSIGN.match(stripped)
         if m:
             value = _split(m.group(2), line.first) if m.group(2).strip() else [""]
@@ -249,10 +265,63 @@ def parse_systemd_unit(data: bytes, *, source: str) -> LaunchArgs:
         raise FactError("no ExecStart= line in the systemd unit")
     command = exec_line.text.strip()[len("ExecStart=") :].lstrip("-@+!:")
     argv = _split(_expand(command, env), exec_line.first)
-    return parse_argv(argv, source=source, kind="systemd", flag_lines=_flag_lines(exec_line))
+    return parse_argv(
+        argv,
+        source=source,
+        kind="systemd",
+        flag_lines=_flag_lines(exec_line),
+        command_lines=exec_line.span,
+    )
 
 
-def parse_launch_file(data: bytes, *, source: str, path: str) -> LaunchArgs:
+def _as_argv(value: object, what: str) -> list[str]:
+    if isinstance(value, str):
+        return _split(value, 1)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return [str(v) for v in value]
+    if value is None:
+        return []
+    raise FactError(f"{what} should be a string or a list of strings")
+
+
+def parse_compose(data: bytes, *, source: str, service: str | None = None) -> LaunchArgs:
+    """A docker compose file: `entrypoint` + `command` of the (named, or the SGLang) service."""
+    import yaml
+
+    text = _decode_text(data, "compose file")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise FactError(f"invalid YAML{where}") from None
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if not isinstance(services, dict):
+        raise FactError("compose file has no services")
+    names = [service] if service else list(services)
+    for name in names:
+        svc = services.get(name)
+        if not isinstance(svc, dict):
+            if service:
+                raise FactError(f"compose file has no service {service!r}")
+            continue
+        argv = _as_argv(svc.get("entrypoint"), f"{name}.entrypoint") + _as_argv(
+            svc.get("command"), f"{name}.command"
+        )
+        if service or any("launch_server" in a or a == "serve" for a in argv):
+            lines: dict[str, int] = {}
+            for number, line in enumerate(text.splitlines(), start=1):
+                for token in re.findall(r"--[A-Za-z0-9-]+", line.split("#", 1)[0]):
+                    lines.setdefault(token, number)
+            return parse_argv(argv, source=source, kind="compose", flag_lines=lines)
+    raise FactError("no compose service runs sglang.launch_server")
+
+
+def parse_launch_file(
+    data: bytes, *, source: str, path: str, service: str | None = None
+) -> LaunchArgs:
+    if path.endswith((".yaml", ".yml")):
+        return parse_compose(data, source=source, service=service)
     if path.endswith((".service", ".conf")) or b"ExecStart=" in data:
         return parse_systemd_unit(data, source=source)
     return parse_script(data, source=source)

@@ -89,7 +89,7 @@ class TargetConfig(BaseModel):
     key_lines: dict[str, int] = Field(default_factory=dict)
 
 
-LaunchKind = Literal["process", "script", "systemd", "argv"]
+LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
 
 
 class LaunchArgs(BaseModel):
@@ -122,6 +122,8 @@ class LaunchArgs(BaseModel):
     # Set by the fallback parser: flags it does not model, left for SGLang to judge.
     other_flags: list[str] = Field(default_factory=list)
     flag_lines: dict[str, int] = Field(default_factory=dict)
+    # First and last line of the launch command in a script or unit (where flags go).
+    command_lines: tuple[int, int] | None = None
     python: str | None = None
 
     @property

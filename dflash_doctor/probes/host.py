@@ -11,9 +11,8 @@ from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.gather import Gatherer
 from dflash_doctor.hosts import HostSpec
-from dflash_doctor.probes.attention_probe import DEFAULT_BUDGET_MIB
 from dflash_doctor.probes.models import ProbeResult
-from dflash_doctor.probes.runner import probe_spec, run_probe
+from dflash_doctor.probes.runner import DEFAULT_BUDGET_MIB, probe_spec, run_probe
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.ssh import SSHOptions
 

@@ -11,12 +11,13 @@ from pydantic import ValidationError
 from dflash_doctor.errors import DoctorError, FactError, validation_line
 from dflash_doctor.facts.models import DrafterConfig, LaunchArgs
 from dflash_doctor.kv_math import draft_kv
-from dflash_doctor.probes import attention_probe
 from dflash_doctor.probes.models import ProbeResult
 from dflash_doctor.transport.base import Transport
 
-PROBE_SOURCE = Path(attention_probe.__file__).read_text(encoding="utf-8")
+# Read as text, never imported here: the script imports torch, which the CLI must not pay for.
+PROBE_SOURCE = (Path(__file__).parent / "attention_probe.py").read_text(encoding="utf-8")
 PROBE_TIMEOUT = 600.0
+DEFAULT_BUDGET_MIB = 4096  # the probe's own default too (attention_probe.DEFAULT_BUDGET_MIB)
 
 
 def default_contexts(window: int | None) -> list[int]:
@@ -33,7 +34,7 @@ def probe_spec(
     contexts: list[int] | None = None,
     window: int | None = None,
     launch: LaunchArgs | None = None,
-    budget_mib: int = attention_probe.DEFAULT_BUDGET_MIB,
+    budget_mib: int = DEFAULT_BUDGET_MIB,
     device: str = "auto",
     dtype: str = "float32",
     weights: str = "random",

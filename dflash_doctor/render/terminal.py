@@ -75,18 +75,25 @@ def render_terminal(report: Report, console: Console) -> None:
         for err in host.fact_errors:
             console.print(Text(f"could not read {err}", style="yellow"))
         for finding in host.findings:
-            console.print(_finding(finding))
+            if finding.suppressed is None:
+                console.print(_finding(finding))
+            else:
+                console.print(
+                    Text(f"{finding.check_id} {finding.title}: {finding.suppressed}", style="dim")
+                )
         passed = [r.check_id for r in host.results if r.status == "passed"]
         if passed:
             console.print(Text("passed: " + ", ".join(passed), style="green"))
         for r in host.results:
             if r.status == "skipped":
                 console.print(Text(f"skipped {r.check_id} {r.name}: {r.reason}", style="dim"))
+    for note in report.notes:
+        console.print(Text(note, style="yellow"))
     s = report.summary
     console.print(
         Text(
             f"{s.hosts} host(s), {s.unreachable} unreachable: {s.errors} error(s), "
-            f"{s.warnings} warning(s), {s.infos} info; checks {s.passed} passed, "
+            f"{s.warnings} warning(s), {s.infos} info, {s.suppressed} suppressed; checks {s.passed} passed, "
             f"{s.failed} failed, {s.skipped} skipped (fail on {report.fail_on.value}: "
             f"exit {report.exit_code})",
             style="bold",

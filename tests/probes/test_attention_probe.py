@@ -163,3 +163,18 @@ def test_plot_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
     )
     assert p.returncode == 0, p.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_budget_default_matches_the_script() -> None:
+    from dflash_doctor.probes import attention_probe, runner
+
+    assert runner.DEFAULT_BUDGET_MIB == attention_probe.DEFAULT_BUDGET_MIB
+
+
+def test_cli_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, dflash_doctor.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,99 @@
+"""SARIF 2.1.0, as GitHub code scanning takes it: one run, rules from the check docs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from dflash_doctor import __version__
+from dflash_doctor.checks import CATALOG
+from dflash_doctor.checks.base import Evidence, Finding, Severity
+from dflash_doctor.report import Report
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+# Where a finding is shown: the launch flag first, then the config key, then any file.
+LOCATION_ORDER = ("flag", "config", "log")
+
+
+def _uri(path: str, root: str) -> str:
+    """Repo-relative, forward slashes: what code scanning resolves against the checkout."""
+    absolute = os.path.abspath(path)
+    root_abs = os.path.abspath(root)
+    if os.path.commonpath([absolute, root_abs]) == root_abs:
+        path = os.path.relpath(absolute, root_abs)
+    return path.replace(os.sep, "/").lstrip("/")
+
+
+def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, Any]:
+    evidence: Evidence | None = None
+    for kind in LOCATION_ORDER:
+        evidence = next((e for e in finding.evidence if e.kind == kind and e.file), None)
+        if evidence is not None:
+            break
+    file = evidence.file if evidence is not None else fallback
+    location: dict[str, Any] = {
+        "physicalLocation": {"artifactLocation": {"uri": _uri(file or "unknown", root)}}
+    }
+    if evidence is not None and evidence.line:
+        location["physicalLocation"]["region"] = {"startLine": evidence.line}
+    return location
+
+
+def render_sarif(report: Report, root: str = ".") -> str:
+    rules = []
+    index = {}
+    for i, check in enumerate(CATALOG.values()):
+        index[check.id] = i
+        rules.append(
+            {
+                "id": check.id,
+                "name": check.name,
+                "shortDescription": {"text": check.summary},
+                "fullDescription": {"text": check.doc},
+                "help": {"text": check.doc, "markdown": check.doc},
+                "defaultConfiguration": {"level": LEVEL[check.severity]},
+                "properties": {"tags": ["dflash", "sglang"]},
+            }
+        )
+    results = []
+    for host in report.hosts:
+        fallback = host.facts.launch.source if host.facts is not None else None
+        for finding in host.findings:
+            text = f"{host.host}: {finding.title}. {finding.message}"
+            if finding.fixes:
+                text += " Fix: " + "; ".join(f.describe() for f in finding.fixes) + "."
+            fp = hashlib.sha256(f"{host.host}|{finding.check_id}|{finding.title}".encode())
+            result: dict[str, Any] = {
+                "ruleId": finding.check_id,
+                "ruleIndex": index[finding.check_id],
+                "level": LEVEL[finding.severity],
+                "message": {"text": text},
+                "locations": [_location(finding, root, fallback)],
+                "partialFingerprints": {"dflashDoctor/v1": fp.hexdigest()[:32]},
+                "properties": {"host": host.host, "impact": finding.impact},
+            }
+            if finding.suppressed is not None:
+                result["suppressions"] = [{"kind": "external", "justification": finding.suppressed}]
+            results.append(result)
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "dflash-doctor",
+                        "version": __version__,
+                        "informationUri": "https://github.com/dflash-doctor/dflash-doctor",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+                "properties": {"exitCode": report.exit_code, "notes": report.notes},
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
