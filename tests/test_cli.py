@@ -45,6 +45,8 @@ def test_json_schema_is_stable() -> None:
         "evidence",
         "impact",
         "fixes",
+        "suppressed",
+        "waiver",
     }
     assert finding["fixes"][0] == {
         "action": "set_flag",

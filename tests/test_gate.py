@@ -172,7 +172,8 @@ def test_baseline_fails_only_on_new_findings(repo: Path, tmp_path: Path) -> None
     script.write_text(
         script.read_text().replace(
             "--cuda-graph-max-bs 32",
-            "--cuda-graph-max-bs 32 \\\n  --speculative-num-draft-tokens 8 --speculative-dflash-block-size 4",
+            "--cuda-graph-max-bs 32 \\\n"
+            "  --speculative-num-draft-tokens 8 --speculative-dflash-block-size 4",
         )
     )
     p = gate(repo, "--baseline", str(base), "--format", "json")
@@ -196,7 +197,8 @@ def test_gate_compose_file(tmp_path: Path) -> None:
         "services:\n  web:\n    image: nginx\n  sglang:\n    image: lmsysorg/sglang:v0.5.13\n"
         "    command:\n      - python3\n      - -m\n      - sglang.launch_server\n"
         "      - --model-path\n      - Qwen/Qwen3-8B\n      - --speculative-algorithm\n"
-        "      - DFLASH\n      - --speculative-draft-model-path\n      - z-lab/Qwen3-8B-DFlash-b16\n"
+        "      - DFLASH\n      - --speculative-draft-model-path\n"
+        "      - z-lab/Qwen3-8B-DFlash-b16\n"
         '      - --speculative-num-draft-tokens\n      - "8"\n'
     )
     hub = FIXTURE_HOSTS / "v0513/data/hf"

@@ -93,9 +93,9 @@ def render_terminal(report: Report, console: Console) -> None:
     console.print(
         Text(
             f"{s.hosts} host(s), {s.unreachable} unreachable: {s.errors} error(s), "
-            f"{s.warnings} warning(s), {s.infos} info, {s.suppressed} suppressed; checks {s.passed} passed, "
-            f"{s.failed} failed, {s.skipped} skipped (fail on {report.fail_on.value}: "
-            f"exit {report.exit_code})",
+            f"{s.warnings} warning(s), {s.infos} info, {s.suppressed} suppressed; "
+            f"checks {s.passed} passed, {s.failed} failed, {s.skipped} skipped "
+            f"(fail on {report.fail_on.value}: exit {report.exit_code})",
             style="bold",
         )
     )
