@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import date
+from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +17,7 @@ from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
 from dflash_doctor.demo import demo_host
 from dflash_doctor.errors import DoctorError, UsageError
+from dflash_doctor.fix.session import fix_host
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
@@ -379,6 +380,90 @@ def gate(
     else:
         render_terminal(report, Console(stderr=True))
     raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def fix(
+    hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="plan the fix of the demo host")] = False,
+    host_dir: Annotated[
+        list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
+    ] = None,
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-I")] = None,
+    limit: Annotated[str | None, typer.Option("--limit")] = None,
+    launch: Annotated[
+        str | None, typer.Option("--launch", help="the launch file that starts the server")
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="a launch file in a repository, no running server")
+    ] = False,
+    drafter: Annotated[str | None, typer.Option("--drafter")] = None,
+    target: Annotated[str | None, typer.Option("--target")] = None,
+    sglang_version: Annotated[str | None, typer.Option("--sglang-version")] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="back up, write, relaunch, verify, roll back on failure")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask before --apply")] = False,
+    do_rollback: Annotated[
+        bool, typer.Option("--rollback", help="restore the last backup and relaunch")
+    ] = False,
+    health_timeout: Annotated[
+        float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
+    ] = 300.0,
+    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
+    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
+    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+) -> None:
+    """Show the change to the launch definition as a diff; --apply carries it out safely."""
+    overrides: dict[str, object] = {
+        "launch_file": launch,
+        "drafter_path": drafter,
+        "target_path": target,
+        "sglang_version": sglang_version,
+    }
+    if offline:
+        overrides["offline"] = True
+    if offline and launch and not (hosts or demo or host_dir or inventory):
+        # A launch file in a repository: the gate's counterpart.
+        given = {k: v for k, v in overrides.items() if v is not None}
+        specs = [HostSpec(name=launch, **given)]
+    else:
+        specs = _specs(
+            hosts or [],
+            demo,
+            host_dir or [],
+            load_inventory(str(inventory)).select(limit) if inventory else [],
+            overrides,
+        )
+    if (apply or do_rollback) and not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "--apply and --rollback change hosts: add --yes when not at a terminal"
+            )
+        if not typer.confirm(f"Change {len(specs)} host(s)?"):
+            raise typer.Exit(EXIT_USAGE)
+    ssh = SSHOptions(
+        identity_files=tuple(identity or ()),
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        accept_new_host_key=accept_new_host_key,
+    )
+    stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+    console = Console()
+    codes = [
+        fix_host(
+            s,
+            ssh,
+            console,
+            apply=apply,
+            roll_back=do_rollback,
+            stamp=stamp,
+            health_timeout=health_timeout,
+        )
+        for s in specs
+    ]
+    raise typer.Exit(max(codes))
 
 
 @app.command("checks")

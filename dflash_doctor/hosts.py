@@ -34,6 +34,12 @@ class HostSpec(BaseModel):
     launch: str | list[str] | None = Field(
         default=None, description="the launch command itself (string or argv list)"
     )
+    relaunch: str | None = Field(
+        default=None, description="shell command that restarts the server (fix --apply)"
+    )
+    health_url: str | None = Field(
+        default=None, description="health URL on the host (default http://127.0.0.1:PORT/health)"
+    )
     offline: bool = Field(
         default=False, description="no running server: read only the launch and model files"
     )

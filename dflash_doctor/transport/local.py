@@ -56,6 +56,12 @@ class LocalTransport:
         self._regular(path)
         return os.stat(path).st_size
 
+    def file_mode(self, path: str) -> int:
+        try:
+            return stat.S_IMODE(os.stat(path).st_mode)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
         self._regular(path)
         try:

@@ -412,6 +412,13 @@ class SSHTransport:
             raise TransportError(f"{self.host}:{path}: not a regular file")
         return st.st_size or 0
 
+    def file_mode(self, path: str) -> int:
+        try:
+            st = self.sftp().stat(path)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._file_error(path, e) from None
+        return stat.S_IMODE(st.st_mode or 0o644)
+
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
         try:
             sftp = self.sftp()

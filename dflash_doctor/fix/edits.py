@@ -1,0 +1,247 @@
+"""Edit a launch source in place, keeping its comments, layout and variables.
+
+Pure text in, text out. Shell scripts and systemd units: the launch command is one logical
+line (backslash continuations); a flag is changed where it stands, a new flag goes on a new
+continuation line indented like its neighbours. Compose files: `command:` lists.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from dflash_doctor.checks.base import Fix
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import logical_lines
+from dflash_doctor.facts.models import LaunchArgs
+
+EDITABLE = ("set_flag", "remove_flag", "replace_flag")
+
+
+@dataclass(frozen=True)
+class Edit:
+    action: str
+    flag: str
+    value: str | None = None
+    replaces: str | None = None
+
+    @classmethod
+    def of(cls, fix: Fix) -> Edit:
+        assert fix.flag is not None
+        return cls(fix.action, fix.flag, fix.value, fix.replaces)
+
+
+def _flag_re(flag: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])(?:(=)(\S*)|([ \t]+)(?!-)(\S+))?")
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """Code and trailing `# comment` of a shell line (a `#` inside quotes is not one)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i], line[i:]
+    return line, ""
+
+
+def _quote(value: str) -> str:
+    return shlex.quote(value)
+
+
+class _Command:
+    """The physical lines of one logical launch command inside a file's lines."""
+
+    def __init__(self, lines: list[str], first: int, last: int) -> None:
+        self.lines = lines
+        self.first = first - 1  # 0-based
+        self.last = last - 1
+
+    def find(self, flag: str) -> tuple[int, re.Match[str]] | None:
+        pattern = _flag_re(flag)
+        for i in range(self.first, self.last + 1):
+            code, _ = _split_comment(self.lines[i])
+            m = pattern.search(code)
+            if m:
+                return i, m
+        return None
+
+    def set(self, flag: str, value: str | None) -> None:
+        found = self.find(flag)
+        if found is not None:
+            i, m = found
+            line = self.lines[i]
+            if value is None:
+                return
+            sep = "=" if m.group(1) else " "  # keep --flag=value or --flag value
+            new = f"{flag}{sep}{_quote(value)}"
+            self.lines[i] = line[: m.start()] + new + line[m.end() :]
+            return
+        self.append(f"{flag} {_quote(value)}" if value is not None else flag)
+
+    def append(self, text: str) -> None:
+        last = self.lines[self.last]
+        code, comment = _split_comment(last)
+        if self.last == self.first or comment:
+            # One-line command, or a comment at its end: add the flag on that line.
+            self.lines[self.last] = code.rstrip() + f" {text}" + (f"  {comment}" if comment else "")
+            return
+        indent = re.match(r"[ \t]*", last)
+        prefix = indent.group(0) if indent else "  "
+        self.lines[self.last] = code.rstrip() + " \\"
+        self.lines.insert(self.last + 1, prefix + text)
+        self.last += 1
+
+    def remove(self, flag: str) -> None:
+        found = self.find(flag)
+        if found is None:
+            return
+        i, m = found
+        line = self.lines[i]
+        rest = (line[: m.start()].rstrip(" \t") + " " + line[m.end() :].lstrip(" \t")).rstrip()
+        if rest.strip() in ("", "\\"):
+            del self.lines[i]
+            self.last -= 1
+            if i > self.last and self.last >= self.first:
+                # The removed line ended the command: its predecessor must end it now.
+                self.lines[self.last] = re.sub(r"\s*\\\s*$", "", self.lines[self.last])
+        else:
+            self.lines[i] = rest if not line.endswith("\\") or rest.endswith("\\") else rest + " \\"
+
+    def replace(self, old: str, new: str, value: str | None) -> None:
+        found = self.find(old)
+        if found is None:
+            self.set(new, value)
+            return
+        i, m = found
+        line = self.lines[i]
+        if value is None:
+            self.lines[i] = line[: m.start()] + new + line[m.start() + len(old) :]
+        else:
+            sep = "=" if m.group(1) else " "
+            self.lines[i] = line[: m.start()] + f"{new}{sep}{_quote(value)}" + line[m.end() :]
+
+
+def _apply(cmd: _Command, edits: list[Edit]) -> None:
+    for e in edits:
+        if e.action == "set_flag":
+            cmd.set(e.flag, e.value)
+        elif e.action == "remove_flag":
+            cmd.remove(e.flag)
+        elif e.action == "replace_flag":
+            cmd.replace(e.replaces or e.flag, e.flag, e.value)
+
+
+def _join(lines: list[str], original: str) -> str:
+    text = "\n".join(lines)
+    return text + "\n" if original.endswith("\n") else text
+
+
+def edit_shell(text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+    """A shell script or systemd unit whose launch command spans `launch.command_lines`."""
+    if launch.command_lines is None:
+        raise FactError("the launch command's lines are unknown")
+    lines = text.splitlines()
+    first, last = launch.command_lines
+    known = {ll.first for ll in logical_lines(text)}
+    if first not in known or last > len(lines):
+        raise FactError("the launch file changed since it was read")
+    cmd = _Command(lines, first, last)
+    _apply(cmd, edits)
+    return _join(lines, text)
+
+
+def edit_compose(text: str, edits: list[Edit]) -> str:
+    """A compose file whose `command:` is a block list (`- item` per line)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if re.match(r"\s*command:\s*$", ln)), None)
+    if start is None:
+        raise FactError("compose `command:` is not a block list; edit it by hand")
+    items = []
+    for i in range(start + 1, len(lines)):
+        if re.match(r"\s*-\s", lines[i]):
+            items.append(i)
+        elif lines[i].strip() and not lines[i].lstrip().startswith("#"):
+            break
+    if not items:
+        raise FactError("compose `command:` list is empty")
+    indent = re.match(r"(\s*-\s+)", lines[items[0]])
+    dash = indent.group(1) if indent else "  - "
+
+    def value_of(i: int) -> str:
+        raw = lines[i].split("-", 1)[1].strip()
+        return raw.strip("'\"")
+
+    def index_of(flag: str) -> int | None:
+        for n, i in enumerate(items):
+            if value_of(i) == flag:
+                return n
+        return None
+
+    for e in edits:
+        target = e.replaces if e.action == "replace_flag" and e.replaces else e.flag
+        n = index_of(target)
+        if e.action == "remove_flag":
+            if n is None:
+                continue
+            drop = [items[n]]
+            if n + 1 < len(items) and not value_of(items[n + 1]).startswith("-"):
+                drop.append(items[n + 1])
+            for i in reversed(drop):
+                del lines[i]
+            return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
+        if n is None:
+            at = items[-1] + 1
+            new = [f"{dash}{e.flag}"] + ([f'{dash}"{e.value}"'] if e.value is not None else [])
+            lines[at:at] = new
+            return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
+        lines[items[n]] = f"{dash}{e.flag}"
+        if e.value is not None:
+            if n + 1 < len(items) and not value_of(items[n + 1]).startswith("-"):
+                lines[items[n + 1]] = f'{dash}"{e.value}"'
+            else:
+                lines.insert(items[n] + 1, f'{dash}"{e.value}"')
+                return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
+    return _join(lines, text)
+
+
+def edit_argv(argv: list[str], edits: list[Edit]) -> list[str]:
+    """The new command line, for a launch with no writable source."""
+    out = list(argv)
+
+    def locate(flag: str) -> int | None:
+        for i, a in enumerate(out):
+            if a == flag or a.startswith(flag + "="):
+                return i
+        return None
+
+    for e in edits:
+        target = e.replaces if e.action == "replace_flag" and e.replaces else e.flag
+        i = locate(target)
+        if e.action == "remove_flag":
+            if i is not None:
+                has_value = (
+                    "=" not in out[i] and i + 1 < len(out) and not out[i + 1].startswith("-")
+                )
+                del out[i : i + (2 if has_value else 1)]
+            continue
+        if i is None:
+            out += [e.flag] + ([e.value] if e.value is not None else [])
+            continue
+        if "=" in out[i]:
+            out[i] = (
+                f"{e.flag}={e.value}" if e.value is not None else e.flag + out[i][len(target) :]
+            )
+        else:
+            out[i] = e.flag
+            if e.value is not None:
+                if i + 1 < len(out) and not out[i + 1].startswith("-"):
+                    out[i + 1] = e.value
+                else:
+                    out.insert(i + 1, e.value)
+    return out

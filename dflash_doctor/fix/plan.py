@@ -1,0 +1,112 @@
+"""From findings to a plan: the edits, the new launch text or command, the diff. Pure."""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass, field
+
+from dflash_doctor.checks.base import CheckResult
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.models import LaunchArgs
+from dflash_doctor.fix.edits import EDITABLE, Edit, edit_argv, edit_compose, edit_shell
+
+
+@dataclass
+class FixPlan:
+    host: str
+    source: str | None  # the launch file on the host, None when there is none to edit
+    launch: LaunchArgs | None
+    edits: list[Edit] = field(default_factory=list)
+    manual: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    check_ids: list[str] = field(default_factory=list)
+    old_text: str | None = None
+    new_text: str | None = None
+    new_argv: list[str] | None = None
+
+    @property
+    def changes(self) -> bool:
+        if self.new_text is not None:
+            return self.new_text != self.old_text
+        return bool(self.new_argv) and self.launch is not None and self.new_argv != self.launch.argv
+
+    def diff(self) -> str:
+        if self.old_text is None or self.new_text is None or self.source is None:
+            return ""
+        return "".join(
+            difflib.unified_diff(
+                self.old_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=f"a{self.source}" if self.source.startswith("/") else f"a/{self.source}",
+                tofile=f"b{self.source}" if self.source.startswith("/") else f"b/{self.source}",
+            )
+        )
+
+    @property
+    def new_command(self) -> str | None:
+        return shlex.join(self.new_argv) if self.new_argv else None
+
+
+def _collect(results: list[CheckResult]) -> tuple[list[Edit], list[str], list[str], list[str]]:
+    edits: list[Edit] = []
+    manual: list[str] = []
+    notes: list[str] = []
+    ids: list[str] = []
+    seen: dict[str, Edit] = {}
+    for result in results:
+        for finding in result.findings:
+            if finding.suppressed is not None:
+                continue
+            for fix in finding.fixes:
+                if fix.action not in EDITABLE or fix.flag is None:
+                    line = f"{finding.check_id}: {fix.describe()}"
+                    if line not in manual:
+                        manual.append(line)
+                    continue
+                edit = Edit.of(fix)
+                key = edit.flag
+                if finding.check_id not in ids:
+                    ids.append(finding.check_id)  # re-checked after the change
+                if key in seen:
+                    if seen[key] != edit:
+                        notes.append(
+                            f"{finding.check_id} also wants {fix.describe()}; kept "
+                            f"{seen[key].action} {seen[key].flag} {seen[key].value}"
+                        )
+                    continue
+                seen[key] = edit
+                edits.append(edit)
+    return edits, manual, notes, ids
+
+
+def plan_fixes(
+    host: str,
+    results: list[CheckResult],
+    *,
+    source: str | None,
+    source_text: str | None,
+    source_launch: LaunchArgs | None,
+    running: LaunchArgs | None,
+) -> FixPlan:
+    """Plan the change: edit `source_text` (the launch file) or, without one, the argv."""
+    edits, manual, notes, ids = _collect(results)
+    plan = FixPlan(host, source, source_launch or running, edits, manual, notes, ids)
+    if source is not None and source_text is not None and source_launch is not None:
+        plan.old_text = source_text
+        if not edits:
+            plan.new_text = source_text
+        elif source_launch.kind == "compose":
+            plan.new_text = edit_compose(source_text, edits)
+        elif source_launch.kind in ("script", "systemd"):
+            plan.new_text = edit_shell(source_text, source_launch, edits)
+        else:
+            raise FactError(f"cannot edit a {source_launch.kind} launch source")
+        plan.new_argv = edit_argv(source_launch.argv, edits)
+    elif running is not None:
+        plan.new_argv = edit_argv(running.argv, edits)
+        if edits:
+            notes.append(
+                "the running server has no launch file to edit: start it with the new command"
+            )
+    return plan

@@ -1,0 +1,102 @@
+"""One host's fix: gather, plan, show; apply or roll back when asked."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.text import Text
+
+from dflash_doctor.errors import DoctorError
+from dflash_doctor.facts.launch import parse_launch_file
+from dflash_doctor.fix.apply import apply_plan, describe_relaunch, rollback
+from dflash_doctor.fix.plan import plan_fixes
+from dflash_doctor.gather import gather
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.pipeline import open_transport
+from dflash_doctor.report import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from dflash_doctor.runner import run_checks
+from dflash_doctor.transport.ssh import SSHOptions
+
+
+def fix_host(
+    spec: HostSpec,
+    ssh: SSHOptions,
+    console: Console,
+    *,
+    apply: bool,
+    roll_back: bool,
+    stamp: str,
+    health_timeout: float,
+) -> int:
+    console.rule(Text(f"{spec.name}  fix", style="bold"), align="left")
+    try:
+        transport = open_transport(spec, ssh)
+    except DoctorError as e:
+        console.print(Text(f"unreachable: {e}", style="bold red"))
+        return EXIT_UNREACHABLE
+    try:
+        facts = gather(spec, transport)
+        source = spec.launch_file or (
+            facts.launch.value.source
+            if facts.launch.value and facts.launch.value.kind in ("script", "systemd", "compose")
+            else None
+        )
+        text = source_launch = None
+        if source is not None:
+            data = transport.read_file(spec.path(source), max_bytes=1 << 20)
+            text = data.decode("utf-8")
+            source_launch = parse_launch_file(
+                data, source=source, path=source, service=spec.compose_service
+            )
+        if roll_back:
+            if source is None or source_launch is None:
+                console.print(Text("no launch file to roll back", style="red"))
+                return EXIT_USAGE
+            out = rollback(spec, transport, source, facts, source_launch, health_timeout)
+            return _report(console, out.status, out.message, out.steps, out.log_tail)
+        results = run_checks(facts)
+        plan = plan_fixes(
+            spec.name,
+            results,
+            source=source,
+            source_text=text,
+            source_launch=source_launch,
+            running=facts.launch.value,
+        )
+        diff = plan.diff()
+        if diff:
+            console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+        elif plan.new_command and plan.changes:
+            console.print(Text("new command line:", style="bold"))
+            console.print(plan.new_command, markup=False, highlight=False)
+        else:
+            console.print(Text("nothing to change", style="green"))
+        for line in plan.manual:
+            console.print(Text(f"not automated: {line}", style="yellow"))
+        for note in plan.notes:
+            console.print(Text(note, style="dim"))
+        if plan.changes:
+            console.print(
+                Text(f"relaunch: {describe_relaunch(spec, plan.launch, source)}", style="dim")
+            )
+        if not apply:
+            return EXIT_OK
+        out = apply_plan(spec, transport, plan, facts, stamp=stamp, health_timeout=health_timeout)
+        return _report(console, out.status, out.message, out.steps, out.log_tail)
+    except (DoctorError, UnicodeDecodeError) as e:
+        console.print(Text(f"error: {e}", style="bold red"))
+        return EXIT_USAGE
+    finally:
+        transport.close()
+
+
+def _report(console: Console, status: str, message: str, steps: list[str], tail: list[str]) -> int:
+    for step in steps:
+        console.print(Text(f"  {step}", style="dim"))
+    ok = status in ("unchanged", "written", "applied")
+    console.print(Text(message, style="green" if ok else "bold red"))
+    if tail:
+        console.print(Text("last server log lines:", style="bold"))
+        for line in tail:
+            console.print(line, markup=False, highlight=False)
+    return EXIT_OK if ok else EXIT_FIX_FAILED

@@ -1,0 +1,366 @@
+"""`fix`: plans as diffs (pure), and --apply end to end over the real sshd on a stand-in server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dflash_doctor.checks.base import CheckResult, Finding, Fix, Severity
+from dflash_doctor.facts.launch import parse_launch_file, parse_script
+from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_shell
+from dflash_doctor.fix.plan import plan_fixes
+from fixtures.sshd import free_port
+from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
+
+FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
+
+
+# -- editing (pure) --------------------------------------------------------------------------
+
+
+def shell_edit(text: str, *edits: Edit) -> str:
+    launch = parse_script(text.encode(), source="s.sh")
+    out = edit_shell(text, launch, list(edits))
+    parse_script(out.encode(), source="s.sh")  # still a valid launch script
+    return out
+
+
+def test_set_flag_appends_a_continuation_line_keeping_style() -> None:
+    text = (DEMO_HOST / "etc/sglang/launch.sh").read_text()
+    out = shell_edit(text, Edit("set_flag", "--speculative-draft-window-size", "2048"))
+    assert out.endswith(
+        '  --api-key "$SGLANG_API_KEY" \\\n  --speculative-draft-window-size 2048\n'
+    )
+    assert out.splitlines()[:18] == text.splitlines()[:18]  # comments and variables kept
+    args = parse_script(out.encode(), source="s")
+    assert args.draft_window_size == 2048 and args.model_path == "moonshotai/Kimi-K2.6"
+
+
+def test_set_existing_flag_changes_value_in_place() -> None:
+    text = (
+        "python -m sglang.launch_server --a 1 \\\n"
+        "  --speculative-draft-window-size=512 \\\n  --b 2\n"
+    )
+    out = shell_edit(text, Edit("set_flag", "--speculative-draft-window-size", "2048"))
+    assert out == text.replace("=512", "=2048")
+
+
+def test_replace_and_remove_flags() -> None:
+    text = (
+        "#!/bin/sh\n# keep me\npython3 -m sglang.launch_server --model-path m \\\n"
+        "  --speculative-dflash-draft-window-size 2048 \\\n"
+        "  --speculative-dflash-block-size 8\n"
+    )
+    out = shell_edit(
+        text,
+        Edit(
+            "replace_flag",
+            "--speculative-draft-window-size",
+            "2048",
+            "--speculative-dflash-draft-window-size",
+        ),
+        Edit("remove_flag", "--speculative-dflash-block-size"),
+    )
+    assert out == (
+        "#!/bin/sh\n# keep me\npython3 -m sglang.launch_server --model-path m \\\n"
+        "  --speculative-draft-window-size 2048\n"
+    )
+
+
+def test_one_line_command_and_trailing_comment() -> None:
+    out = shell_edit(
+        "python -m sglang.launch_server --x 1  # prod\n", Edit("set_flag", "--page-size", "64")
+    )
+    assert out == "python -m sglang.launch_server --x 1 --page-size 64  # prod\n"
+
+
+def test_systemd_unit_edit() -> None:
+    path = FIXTURE_HOSTS / "v0513/etc/systemd/system/sglang.service"
+    text = path.read_text()
+    launch = parse_launch_file(text.encode(), source="u", path=str(path))
+    out = edit_shell(text, launch, [Edit("remove_flag", "--speculative-num-draft-tokens")])
+    assert "--speculative-num-draft-tokens" not in out and "Restart=on-failure" in out
+    again = parse_launch_file(out.encode(), source="u", path=str(path))
+    assert again.num_draft_tokens is None and again.draft_window_size == 4096
+
+
+def test_compose_edit() -> None:
+    text = 'services:\n  s:\n    command:\n      - python3\n      - -m\n      - sglang.launch_server\n      - --speculative-dflash-draft-window-size\n      - "4096"\n    ports: ["30000:30000"]\n'
+    out = edit_compose(
+        text,
+        [
+            Edit(
+                "replace_flag",
+                "--speculative-draft-window-size",
+                "2048",
+                "--speculative-dflash-draft-window-size",
+            ),
+            Edit("set_flag", "--page-size", "64"),
+        ],
+    )
+    args = parse_launch_file(out.encode(), source="c", path="c.yaml")
+    assert (args.draft_window_flag, args.draft_window_size, args.page_size) == (
+        "--speculative-draft-window-size",
+        2048,
+        64,
+    )
+    assert 'ports: ["30000:30000"]' in out
+
+
+def test_edit_argv() -> None:
+    argv = ["python", "-m", "sglang.launch_server", "--a=1", "--b", "2", "--c"]
+    assert edit_argv(
+        argv,
+        [Edit("set_flag", "--a", "5"), Edit("remove_flag", "--b"), Edit("set_flag", "--d", "7")],
+    ) == ["python", "-m", "sglang.launch_server", "--a=5", "--c", "--d", "7"]
+
+
+def test_plan_dedupes_and_lists_manual_steps() -> None:
+    f1 = Finding(
+        check_id="DFD101",
+        severity=Severity.ERROR,
+        title="t",
+        message="m",
+        fixes=[Fix(action="set_flag", flag="--x", value="1")],
+    )
+    f2 = Finding(
+        check_id="DFD108",
+        severity=Severity.WARNING,
+        title="t",
+        message="m",
+        fixes=[Fix(action="set_flag", flag="--x", value="1")],
+    )
+    f3 = Finding(
+        check_id="DFD103",
+        severity=Severity.ERROR,
+        title="t",
+        message="m",
+        fixes=[Fix(action="upgrade_sglang", value="0.5.14")],
+    )
+    results = [
+        CheckResult(
+            check_id=f.check_id, name="n", severity=f.severity, status="failed", findings=[f]
+        )
+        for f in (f1, f2, f3)
+    ]
+    text = "python -m sglang.launch_server --m 1\n"
+    plan = plan_fixes(
+        "h",
+        results,
+        source="s.sh",
+        source_text=text,
+        source_launch=parse_script(text.encode(), source="s.sh"),
+        running=None,
+    )
+    assert plan.new_text == "python -m sglang.launch_server --m 1 --x 1\n"
+    assert plan.check_ids == ["DFD101", "DFD108"]
+    assert plan.manual == ["DFD103: upgrade SGLang to 0.5.14 or newer"]
+    assert "+python -m sglang.launch_server --m 1 --x 1" in plan.diff()
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    tree = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, tree)
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    p = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--host-dir", str(tree)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert p.returncode == 0 and "+  --speculative-draft-window-size 2048" in p.stdout
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+
+
+def test_apply_needs_yes_without_a_terminal(tmp_path: Path) -> None:
+    tree = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, tree)
+    p = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--host-dir", str(tree), "--apply"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert p.returncode == 2 and "--yes" in p.stderr
+
+
+def test_offline_fix_makes_the_gate_pass(tmp_path: Path) -> None:
+    (tmp_path / "deploy").mkdir()
+    original = (DEMO_HOST / "etc/sglang/launch.sh").read_bytes()
+    (tmp_path / "deploy/launch.sh").write_bytes(original)
+    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "models/d")
+    common = ["--drafter", "models/d", "--sglang-version", "0.5.23"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dflash_doctor", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        )
+
+    assert run("gate", "deploy/launch.sh", *common).returncode == 1
+    p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--apply", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert run("gate", "deploy/launch.sh", *common).returncode == 0
+    (backup,) = (tmp_path / "deploy").glob("launch.sh.dflash-doctor-*.bak")
+    assert backup.read_bytes() == original
+    # applying twice changes nothing the second time
+    p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--apply", "--yes")
+    assert p.returncode == 0 and "nothing to change" in p.stdout
+    assert len(list((tmp_path / "deploy").glob("*.bak"))) == 1
+    p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--rollback", "--yes")
+    assert p.returncode == 0 and (tmp_path / "deploy/launch.sh").read_bytes() == original
+
+
+# -- --apply end to end: the stand-in server over the real sshd ---------------------------------
+
+
+def healthy(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
+    port = free_port()
+    models = tmp_path / "models"
+    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
+    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
+    (models / "target").mkdir()
+    shutil.copy(target, models / "target/config.json")
+    script = tmp_path / "serve.sh"
+    log = tmp_path / "server.log"
+
+    def write_script(version: str) -> None:
+        script.write_text(
+            "#!/usr/bin/env bash\n# stand-in DFlash server\n"
+            f"export PYTHONPATH={FAKE_SGLANG}\nexport FAKE_SGLANG_VERSION={version}\n"
+            f"exec {sys.executable} -m sglang.launch_server \\\n"
+            f"  --model-path {models / 'target'} \\\n  --speculative-algorithm DFLASH \\\n"
+            f"  --speculative-draft-model-path {models / 'drafter'} \\\n"
+            f"  --context-length 131072 \\\n  --port {port}\n"
+        )
+        script.chmod(0o755)
+
+    def start() -> None:
+        subprocess.run(
+            ["sh", "-c", 'setsid nohup "$0" >>"$1" 2>&1 </dev/null &', str(script), str(log)],
+            check=True,
+        )
+        deadline = time.monotonic() + 20
+        while not healthy(port):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "hosts": {
+                    "gpu-live": {
+                        "address": sshd.address,
+                        "identity_file": str(sshd.client_key),
+                        "launch_file": str(script),
+                        "log_path": str(log),
+                        "sglang_version": "0.5.23",
+                    }
+                }
+            }
+        )
+    )
+
+    def fix(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dflash_doctor",
+                "fix",
+                "-I",
+                str(inventory),
+                "--known-hosts",
+                str(sshd.known_hosts),
+                "--ssh-config",
+                "/dev/null",
+                "--health-timeout",
+                "15",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
+        )
+
+    host = {
+        "script": script,
+        "log": log,
+        "port": port,
+        "write": write_script,
+        "start": start,
+        "fix": fix,
+    }
+    yield host
+    subprocess.run(["pkill", "-f", f"--port {port}"], check=False)
+
+
+def server_info(port: int) -> dict:  # type: ignore[type-arg]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_server_info", timeout=2) as r:
+        return json.loads(r.read())  # type: ignore[no-any-return]
+
+
+def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type: ignore[no-untyped-def]
+    live_host["write"]("0.5.23")
+    original = live_host["script"].read_bytes()
+    live_host["start"]()
+    assert "draft_window_size=None, compact_cache=False" in live_host["log"].read_text()
+    p = live_host["fix"]("--apply", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "applied to" in p.stdout and "verified" in p.stdout
+    assert "draft_window_size=2048, compact_cache=True" in live_host["log"].read_text()
+    assert server_info(live_host["port"])["speculative_draft_window_size"] == "2048"
+    (backup,) = live_host["script"].parent.glob("serve.sh.dflash-doctor-*.bak")
+    assert backup.read_bytes() == original
+    # a second apply is a no-op: no backup, no relaunch
+    p = live_host["fix"]("--apply", "--yes")
+    assert p.returncode == 0 and "nothing to change" in p.stdout
+    assert len(list(live_host["script"].parent.glob("*.bak"))) == 1
+    # and --rollback restores the byte-identical file and the old server
+    p = live_host["fix"]("--rollback", "--yes")
+    assert p.returncode == 0, p.stdout
+    assert live_host["script"].read_bytes() == original
+    assert server_info(live_host["port"])["speculative_draft_window_size"] == "None"
+
+
+def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-untyped-def]
+    # The host really runs 0.5.11 while the inventory declares 0.5.23: the fix's flag
+    # spelling is one 0.5.11 rejects, so the new server never gets healthy.
+    live_host["write"]("0.5.11")
+    original = live_host["script"].read_bytes()
+    live_host["start"]()
+    p = live_host["fix"]("--apply", "--yes")
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "rolled back" in p.stdout
+    assert "unrecognized arguments: --speculative-draft-window-size" in p.stdout  # log tail
+    assert live_host["script"].read_bytes() == original
+    assert healthy(live_host["port"])  # the old server runs again
+    assert server_info(live_host["port"])["version"] == "0.5.11"
