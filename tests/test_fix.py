@@ -93,7 +93,11 @@ def test_systemd_unit_edit() -> None:
 
 
 def test_compose_edit() -> None:
-    text = 'services:\n  s:\n    command:\n      - python3\n      - -m\n      - sglang.launch_server\n      - --speculative-dflash-draft-window-size\n      - "4096"\n    ports: ["30000:30000"]\n'
+    text = (
+        "services:\n  s:\n    command:\n      - python3\n      - -m\n"
+        "      - sglang.launch_server\n      - --speculative-dflash-draft-window-size\n"
+        '      - "4096"\n    ports: ["30000:30000"]\n'
+    )
     out = edit_compose(
         text,
         [
@@ -320,7 +324,7 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
         "fix": fix,
     }
     yield host
-    subprocess.run(["pkill", "-f", f"--port {port}"], check=False)
+    subprocess.run(["pkill", "-f", "--", f"--port {port}"], check=False)
 
 
 def server_info(port: int) -> dict:  # type: ignore[type-arg]
