@@ -5,6 +5,7 @@ The same code runs over the local and the SSH transport; nothing here changes th
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -38,13 +39,33 @@ from dflash_doctor.transport.base import Transport
 T = TypeVar("T")
 
 MAX_PROCESSES = 65536
-ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")
+# Only what locates models and the server's own Python packages; never secrets.
+ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME", "PYTHONPATH", "VIRTUAL_ENV")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # Recorded host trees keep command outputs here (`fixtures/README.md`).
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
 FILTER_SOURCE = Path(log_filter.__file__).read_text(encoding="utf-8")
+SGLANG_ARGS_SOURCE = (Path(__file__).parent / "facts" / "sglang_args.py").read_text(
+    encoding="utf-8"
+)
+NATIVE_FIELDS = {
+    "model_path": "model_path",
+    "speculative_algorithm": "speculative_algorithm",
+    "speculative_draft_model_path": "draft_model_path",
+    "speculative_num_draft_tokens": "num_draft_tokens",
+    "speculative_dflash_block_size": "dflash_block_size",
+    "attention_backend": "attention_backend",
+    "speculative_draft_attention_backend": "draft_attention_backend",
+    "page_size": "page_size",
+    "context_length": "context_length",
+    "mem_fraction_static": "mem_fraction_static",
+    "cuda_graph_max_bs": "cuda_graph_max_bs",
+    "max_running_requests": "max_running_requests",
+    "tp_size": "tp_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+}
 
 
 def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
@@ -70,6 +91,7 @@ class Gatherer:
             {k: os.environ[k] for k in ENV_KEYS if k in os.environ} if spec.offline else {}
         )
         self.launch_python: str | None = spec.python
+        self.native_version: str | None = None
 
     # -- the server process -------------------------------------------------------------
 
@@ -362,8 +384,45 @@ class Gatherer:
             raise FactError(f"nvidia-smi failed: {first[0] if first else res.returncode}")
         return parse_nvidia_smi(res.stdout)
 
+    def native(self, args: LaunchArgs) -> LaunchArgs:
+        """Re-parse with the host's own SGLang, when its Python can import it."""
+        python = args.python or self.launch_python or "python3"
+        env = [f"{k}={self.environ[k]}" for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in self.environ]
+        server_argv = args.argv[sglang_args_start(args.argv) :]
+        argv = ["env", *env, python, "-c", SGLANG_ARGS_SOURCE, json.dumps(server_argv)]
+        try:
+            res = self.t.run(argv, timeout=120)
+            answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (DoctorError, ValueError, IndexError):
+            return args
+        if not isinstance(answer, dict) or "version" not in answer:
+            return args  # no importable SGLang there: the fallback parse stands
+        self.native_version = str(answer["version"])
+        update: dict[str, object] = {"parser": "sglang", "parser_version": self.native_version}
+        if "rejected" in answer:
+            update["sglang_rejects"] = str(answer["rejected"])
+            return args.model_copy(update=update)
+        values = answer.get("values") or {}
+        for key, field_name in NATIVE_FIELDS.items():
+            if key in values:
+                update[field_name] = values[key]
+        window = values.get("speculative_draft_window_size")
+        if window is None:
+            window = values.get("speculative_dflash_draft_window_size")
+        if answer.get("window_flag_used"):
+            update["draft_window_flag"] = answer["window_flag_used"]
+            update["draft_window_size"] = window
+        update["unknown_args"] = [str(u) for u in answer.get("unknown") or []]
+        update["accepted_window_flags"] = [str(f) for f in answer.get("window_flags") or []]
+        try:
+            return LaunchArgs.model_validate({**args.model_dump(), **update})
+        except ValidationError:
+            return args
+
     def gather(self) -> HostFacts:
         launch = self.launch()
+        if launch.value is not None and not (self.spec.offline or self.spec.recorded):
+            launch = Fact[LaunchArgs].of(self.native(launch.value), launch.source)
         args = launch.value
         if args is not None and self.launch_python is None:
             self.launch_python = args.python
@@ -381,9 +440,12 @@ class Gatherer:
             "target model",
             parse_target_config,
         )
+        version = self.sglang_version(args)
+        if version.value is None and self.native_version is not None:
+            version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
         return HostFacts(
             host=self.host,
-            sglang_version=self.sglang_version(args),
+            sglang_version=version,
             gpus=self.gpus(),
             launch=launch,
             drafter=drafter,

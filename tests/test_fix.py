@@ -252,10 +252,15 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
     script = tmp_path / "serve.sh"
     log = tmp_path / "server.log"
 
-    def write_script(version: str) -> None:
+    def write_script(version: str, extra_env: str = "") -> None:
+        # An installed stand-in `sglang` of that version, as a host would have one.
+        site = tmp_path / f"site-{version}"
+        if not site.exists():
+            shutil.copytree(FAKE_SGLANG, site)
+            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
         script.write_text(
             "#!/usr/bin/env bash\n# stand-in DFlash server\n"
-            f"export PYTHONPATH={FAKE_SGLANG}\nexport FAKE_SGLANG_VERSION={version}\n"
+            f"export PYTHONPATH={site}\n{extra_env}"
             f"exec {sys.executable} -m sglang.launch_server \\\n"
             f"  --model-path {models / 'target'} \\\n  --speculative-algorithm DFLASH \\\n"
             f"  --speculative-draft-model-path {models / 'drafter'} \\\n"
@@ -356,15 +361,24 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
 
 
 def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-untyped-def]
-    # The host really runs 0.5.11 while the inventory declares 0.5.23: the fix's flag
-    # spelling is one 0.5.11 rejects, so the new server never gets healthy.
-    live_host["write"]("0.5.11")
+    # This host's server cannot start with a draft window (the stand-in fails its startup,
+    # as a server whose memory settings do not fit would): the new server never gets healthy.
+    live_host["write"]("0.5.23", "export FAKE_SGLANG_OOM_WITH_WINDOW=1\n")
     original = live_host["script"].read_bytes()
     live_host["start"]()
     p = live_host["fix"]("--apply", "--yes")
     assert p.returncode == 4, p.stdout + p.stderr
     assert "rolled back" in p.stdout
-    assert "unrecognized arguments: --speculative-draft-window-size" in p.stdout  # log tail
+    assert "CUDA out of memory (stand-in failure)" in p.stdout  # the server's last log lines
     assert live_host["script"].read_bytes() == original
     assert healthy(live_host["port"])  # the old server runs again
-    assert server_info(live_host["port"])["version"] == "0.5.11"
+    assert server_info(live_host["port"])["speculative_draft_window_size"] == "None"
+
+
+def test_fix_uses_the_spelling_the_hosts_sglang_accepts(live_host) -> None:  # type: ignore[no-untyped-def]
+    # The inventory declares 0.5.23, but the server's own SGLang is 0.5.11: ask it.
+    live_host["write"]("0.5.11")
+    live_host["start"]()
+    p = live_host["fix"]()
+    assert p.returncode == 0, p.stdout
+    assert "+  --speculative-dflash-draft-window-size 2048" in p.stdout, p.stdout

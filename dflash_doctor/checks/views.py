@@ -119,8 +119,17 @@ def log_evidence(log: LogFacts, line: int, text: str) -> Evidence:
 
 
 def window_flag_for(facts: HostFacts) -> tuple[str, str | None]:
-    """The window flag spelling to recommend for this host, and a note when unsure."""
+    """The window flag spelling to recommend for this host, and a note when unsure.
+
+    The host's own SGLang parser (when it could be asked) decides; else the version table.
+    """
     vf = version_facts(facts)
+    launch = facts.launch.value
+    deprecated = vf.deprecated_window_flags if vf is not None else ()
+    if launch is not None and launch.accepted_window_flags:
+        accepted = [f for f in launch.accepted_window_flags if f not in deprecated]
+        if accepted:
+            return accepted[0], None
     if vf is None:
         return (
             NEW_WINDOW_FLAG,

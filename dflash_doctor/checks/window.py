@@ -215,7 +215,7 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     "DFD104",
     "draft-window-flag-spelling",
     Severity.ERROR,
-    needs=("launch", "sglang_version"),
+    needs=("launch",),
 )
 def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     """The draft window flag is spelled in a way the host's SGLang does not accept.
@@ -223,7 +223,8 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     **What it finds.** The window flag was renamed: 0.5.11 accepts only
     `--speculative-dflash-draft-window-size`; 0.5.12 and newer accept
     `--speculative-draft-window-size`; 0.5.14-0.5.19 still accept the old spelling as a
-    deprecated alias, and 0.5.20 removed it.
+    deprecated alias, and 0.5.20 removed it. Where the host's SGLang is importable, its own
+    parser says which spellings it accepts; otherwise the version decides.
 
     **Why it hurts.** An unknown flag makes `sglang.launch_server` exit at startup
     (`unrecognized arguments`), so a launch file with the wrong spelling never serves; a
@@ -236,15 +237,25 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     assert launch is not None
     vf = version_facts(facts)
-    if vf is None:
-        raise Skip(f"SGLang version not understood: {facts.sglang_version.value}")
+    if launch.accepted_window_flags is not None:
+        accepted = launch.accepted_window_flags
+        label = f"SGLang {launch.parser_version} (its own parser)"
+    elif vf is not None:
+        accepted = list(vf.window_flags)
+        label = f"SGLang {vf.label}"
+    else:
+        why = facts.sglang_version.error or facts.sglang_version.value
+        raise Skip(f"SGLang version unknown or not understood: {why}")
+    deprecated = list(vf.deprecated_window_flags) if vf is not None else []
     used = launch.draft_window_flag
     if used is None:
         raise Skip("no draft window flag is set")
-    preferred = vf.preferred_window_flag
+    preferred = next((f for f in accepted if f not in deprecated), None)
     value = str(launch.draft_window_size) if launch.draft_window_size is not None else None
-    evidence = [flag_evidence(launch, used, f"{used} {value}"), version_evidence(facts)]
-    if used not in vf.window_flags:
+    evidence = [flag_evidence(launch, used, f"{used} {value}")]
+    if facts.sglang_version.value is not None:
+        evidence.append(version_evidence(facts))
+    if used not in accepted:
         fix = (
             Fix(action="replace_flag", flag=preferred, value=value, replaces=used)
             if preferred
@@ -254,9 +265,9 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
             Finding(
                 check_id="DFD104",
                 severity=Severity.ERROR,
-                title=f"SGLang {vf.label} does not accept {used}",
+                title=f"{label} does not accept {used}",
                 message=(
-                    f"{used} is not a flag of SGLang {vf.label}; the server would exit at "
+                    f"{used} is not a flag of {label}; the server would exit at "
                     "startup with 'unrecognized arguments'"
                     + (f". This version spells it {preferred}." if preferred else ".")
                 ),
@@ -264,14 +275,14 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
                 fixes=[fix],
             )
         ]
-    if used in vf.deprecated_window_flags and preferred:
+    if used in deprecated and preferred:
         return [
             Finding(
                 check_id="DFD104",
                 severity=Severity.WARNING,
-                title=f"{used} is deprecated in SGLang {vf.label}",
+                title=f"{used} is deprecated in {label}",
                 message=(
-                    f"{used} is a deprecated alias of {preferred} in SGLang {vf.label} and is "
+                    f"{used} is a deprecated alias of {preferred} in {label} and is "
                     "removed in 0.5.20."
                 ),
                 evidence=evidence,

@@ -117,8 +117,11 @@ class LaunchArgs(BaseModel):
     tp_size: int = 1
     kv_cache_dtype: str | None = None
     flags_present: list[str] = Field(default_factory=list)
-    # Set by SGLang's own parser only: flags the host's SGLang rejects.
+    # Set by SGLang's own parser only: flags the host's SGLang rejects, the window flag
+    # spellings it accepts, and its error when it rejects the command as a whole.
     unknown_args: list[str] = Field(default_factory=list)
+    accepted_window_flags: list[str] | None = None
+    sglang_rejects: str | None = None
     # Set by the fallback parser: flags it does not model, left for SGLang to judge.
     other_flags: list[str] = Field(default_factory=list)
     flag_lines: dict[str, int] = Field(default_factory=dict)

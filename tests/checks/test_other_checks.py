@@ -163,3 +163,43 @@ def test_every_check_is_documented() -> None:
         for part in ("What it finds", "Why it hurts", "How to fix"):
             assert part in c.doc, (c.id, part)
         assert c.id.startswith("DFD") and len(c.id) == 6
+
+
+# DFD109 acceptance falling ---------------------------------------------------------------
+
+
+def _series_log(values: list[float], window: int | None = None):  # type: ignore[no-untyped-def]
+    from dflash_doctor.facts.models import DecodePoint
+
+    log = init_log(window)
+    log.decode.series = [
+        DecodePoint(offset=i, timestamp=f"t{i}", accept_len=v, gen_throughput=1.0)
+        for i, v in enumerate(values)
+    ]
+    log.decode.count = len(values)
+    return log
+
+
+def test_dfd109_fires_on_falling_acceptance() -> None:
+    r = result("DFD109", drafter=drafter_cfg(), log=_series_log([3.5] * 4 + [3.0] * 4 + [2.0] * 4))
+    (f,) = r.findings
+    assert f.impact["accept_len_first_quarter"] == 3.5
+    assert f.impact["accept_len_last_quarter"] == 2.0
+
+
+def test_dfd109_passes_steady_or_windowed() -> None:
+    assert result("DFD109", drafter=drafter_cfg(), log=_series_log([3.5] * 12)).status == "passed"
+    falling = [3.5] * 6 + [2.0] * 6
+    assert (
+        result("DFD109", drafter=drafter_cfg(), log=_series_log(falling, window=2048)).status
+        == "passed"
+    )
+
+
+def test_dfd109_skips_short_logs_and_full_attention_drafters() -> None:
+    assert result("DFD109", drafter=drafter_cfg(), log=_series_log([3.0] * 3)).status == "skipped"
+    falling = [3.5] * 6 + [2.0] * 6
+    assert (
+        result("DFD109", drafter=drafter_cfg(QWEN8B_DRAFTER), log=_series_log(falling)).status
+        == "skipped"
+    )
