@@ -178,3 +178,78 @@ def test_cli_does_not_import_torch() -> None:
     code = "import sys, dflash_doctor.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def write_safetensors(path, tensors) -> None:  # type: ignore[no-untyped-def]
+    """The safetensors layout: 8-byte header length, JSON header, raw little-endian data."""
+    import struct
+
+    import torch
+
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        data = t.to(torch.bfloat16).contiguous().view(torch.uint16).numpy().tobytes()
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+def test_real_weights_are_read_from_safetensors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    config = {
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "use_sliding_window": True,
+        "sliding_window": 64,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "vocab_size": 1000,
+        "rope_theta": 10000.0,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    gen = torch.Generator().manual_seed(7)
+    tensors = {}
+    for i in range(2):
+        for name, shape in (
+            ("q_proj", (128, 128)),
+            ("k_proj", (64, 128)),
+            ("v_proj", (64, 128)),
+            ("o_proj", (128, 128)),
+        ):
+            tensors[f"layers.{i}.self_attn.{name}.weight"] = (
+                torch.randn(*shape, generator=gen) * 0.3
+            )
+        tensors[f"layers.{i}.self_attn.k_norm.weight"] = torch.ones(32) * 2
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    cfg = drafter_cfg(tmp_path / "config.json")
+    python = __import__("sys").executable
+    spec = probe_spec(
+        cfg, config, contexts=[32, 256], device="cpu", weights="real", weights_dir=str(tmp_path)
+    )
+    real = run_probe(LocalTransport("t"), spec, python=python)
+    assert real.weights == "real" and real.self_check is not None and real.self_check.passed
+    rand = run_probe(
+        LocalTransport("t"),
+        probe_spec(cfg, config, contexts=[32, 256], device="cpu"),
+        python=python,
+    )
+    assert real.contexts[1].output.rel_l2 != rand.contexts[1].output.rel_l2
+    del tensors["layers.1.self_attn.o_proj.weight"]
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    with pytest.raises(FactError, match="safetensors lack 1 tensors"):
+        run_probe(
+            LocalTransport("t"),
+            probe_spec(
+                cfg, config, contexts=[32], device="cpu", weights="real", weights_dir=str(tmp_path)
+            ),
+            python=python,
+        )
