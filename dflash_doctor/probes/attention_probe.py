@@ -38,6 +38,14 @@ PROBE_VERSION = 1
 DEFAULT_BUDGET_MIB = 4096
 SELF_CHECK_TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# How SGLang stores the KV cache for each --kv-cache-dtype (and model dtypes, for 'auto').
+KV_DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+}
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
@@ -393,7 +401,7 @@ def measure_kv(
     cfg: dict[str, Any], full_tokens: int, windowed_tokens: int, kv_dtype: str, device: str
 ) -> dict[str, int]:
     """Allocate the draft KV cache one request needs (per GPU), full and windowed; measure it."""
-    dtype = DTYPES.get(kv_dtype, torch.bfloat16)
+    dtype = KV_DTYPES.get(kv_dtype, torch.bfloat16)
     out = {"full_tokens": full_tokens, "windowed_tokens": windowed_tokens}
     for name, tokens in (("full", full_tokens), ("windowed", windowed_tokens)):
         cache = [

@@ -46,17 +46,17 @@ def probe_spec(
     tp = launch.tp_size if launch else 1
     page = (launch.page_size if launch else None) or 1
     kv_dtype = (launch.kv_cache_dtype if launch else None) or "auto"
-    kv_tokens = []
-    for length in lengths:
-        kv = draft_kv(
+    sizes = [
+        draft_kv(
             drafter,
-            context_tokens=length,
-            window=window or length,
+            context_tokens=n,
+            window=window or n,
             page_size=page,
             tp_size=tp,
             kv_cache_dtype=kv_dtype,
         )
-        kv_tokens.append([kv.full_tokens, kv.windowed_tokens])
+        for n in lengths
+    ]
     # The probe measures KV per GPU: heads split over TP ranks as on the server.
     shaped = dict(config_json)
     shaped["num_key_value_heads"] = max(1, -(-drafter.num_key_value_heads // max(tp, 1)))
@@ -68,25 +68,13 @@ def probe_spec(
         "budget_mib": budget_mib,
         "device": device,
         "dtype": dtype,
-        "kv_dtype": "bfloat16" if kv_dtype == "auto" else kv_dtype,
+        # the dtype the KV cache is stored in: --kv-cache-dtype, 'auto' meaning the model's
+        "kv_dtype": kv_dtype if kv_dtype != "auto" else (drafter.dtype or "bfloat16"),
         "weights": weights,
         "weights_dir": weights_dir,
         "seed": seed,
-        "kv_tokens": kv_tokens,
-        "_kv_formula": [
-            [b.full_bytes, b.windowed_bytes]
-            for b in (
-                draft_kv(
-                    drafter,
-                    context_tokens=n,
-                    window=window or n,
-                    page_size=page,
-                    tp_size=tp,
-                    kv_cache_dtype=kv_dtype,
-                )
-                for n in lengths
-            )
-        ],
+        "kv_tokens": [[kv.full_tokens, kv.windowed_tokens] for kv in sizes],
+        "_kv_formula": [[kv.full_bytes, kv.windowed_bytes] for kv in sizes],
     }
 
 

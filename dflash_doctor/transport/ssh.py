@@ -337,44 +337,42 @@ class SSHTransport:
             except (OSError, ValueError):
                 return
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def _exec(
+        self, argv: list[str], timeout: float, status: list[int]
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(stdout, stderr) pieces of one command; its exit status is appended to `status`."""
         deadline = time.monotonic() + timeout
         chan = self._open_channel(argv, timeout)
-        out, err = bytearray(), bytearray()
         try:
-            for o, e in self._pump(chan, argv, deadline, timeout):
-                out += o
-                err += e
-                if len(out) + len(err) > MAX_OUTPUT_BYTES:
-                    raise TransportError(f"{self.host}: {argv[0]} printed more than 256 MiB")
-            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+            yield from self._pump(chan, argv, deadline, timeout)
+            status.append(chan.recv_exit_status() if chan.exit_status_ready() else -1)
         except (TimeoutError, OSError, EOFError, paramiko.SSHException) as e:
             raise TransportError(
                 f"{self.host}: {argv[0]} failed: {e or type(e).__name__}"
             ) from None
         finally:
             chan.close()
-        return CommandResult(code, bytes(out), bytes(err))
+
+    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+        out, err = bytearray(), bytearray()
+        status: list[int] = []
+        for o, e in self._exec(argv, timeout, status):
+            out += o
+            err += e
+            if len(out) + len(err) > MAX_OUTPUT_BYTES:
+                raise TransportError(f"{self.host}: {argv[0]} printed more than 256 MiB")
+        return CommandResult(status[0], bytes(out), bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         """Stream a command's stdout; raise TransportError when it exits non-zero."""
-        deadline = time.monotonic() + timeout
-        chan = self._open_channel(argv, timeout)
         err = bytearray()
-        try:
-            for o, e in self._pump(chan, argv, deadline, timeout):
-                if o:
-                    yield o
-                if len(err) < 65536:
-                    err += e
-            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
-        except (TimeoutError, OSError, EOFError, paramiko.SSHException) as e:
-            raise TransportError(
-                f"{self.host}: {argv[0]} failed: {e or type(e).__name__}"
-            ) from None
-        finally:
-            chan.close()
-        if code != 0:
+        status: list[int] = []
+        for o, e in self._exec(argv, timeout, status):
+            if o:
+                yield o
+            if len(err) < 65536:
+                err += e
+        if status[0] != 0:
             lines = err.decode("utf-8", "replace").strip().splitlines()
             raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
 

@@ -253,3 +253,30 @@ def test_real_weights_are_read_from_safetensors(tmp_path) -> None:  # type: igno
             ),
             python=python,
         )
+
+
+def test_fp8_kv_cache_measured_equals_formula() -> None:
+    cfg = drafter_cfg(QWEN4B_DRAFTER)
+    launch = parse_argv(
+        ["python", "-m", "sglang.launch_server", "--kv-cache-dtype", "fp8_e4m3", "--tp-size", "2"],
+        source="x",
+        kind="script",
+    )
+    spec = probe_spec(
+        cfg,
+        json.loads(QWEN4B_DRAFTER.read_text()),
+        contexts=[32, 256],
+        window=64,
+        launch=launch,
+        device="cpu",
+    )
+    r = run_probe(LocalTransport("t"), spec, python=__import__("sys").executable)
+    for c in r.contexts:
+        assert c.kv is not None
+        assert c.kv.full_bytes_measured == c.kv_formula_full_bytes
+        assert c.kv.windowed_bytes_measured == c.kv_formula_windowed_bytes
+    # 5 layers x 2 (K, V) x 4 kv heads per GPU (8 over TP 2) x 128 x 1 byte, 256 tokens
+    assert (
+        r.contexts[1].kv is not None
+        and r.contexts[1].kv.full_bytes_measured == 5 * 2 * 4 * 128 * 256
+    )
