@@ -40,6 +40,9 @@ class HostSpec(BaseModel):
     health_url: str | None = Field(
         default=None, description="health URL on the host (default http://127.0.0.1:PORT/health)"
     )
+    inventory_file: str | None = Field(
+        default=None, description="set by the tool: the inventory file this host came from"
+    )
     offline: bool = Field(
         default=False, description="no running server: read only the launch and model files"
     )

@@ -37,6 +37,7 @@ class Inventory(BaseModel):
     defaults: dict[str, Any] = Field(default_factory=dict)
     hosts: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
+    source_path: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _groups_name_hosts(self) -> Inventory:
@@ -52,6 +53,8 @@ class Inventory(BaseModel):
             settings = {**self.defaults, **(entry or {})}
             if "address" not in settings and name not in LOCAL_NAMES:
                 settings["address"] = name
+            if self.source_path is not None:
+                settings["inventory_file"] = self.source_path
             try:
                 out.append(HostSpec(name=name, **settings))
             except ValidationError as e:
@@ -93,8 +96,10 @@ def load_inventory(path: str) -> Inventory:
         raise UsageError(f"{path}: invalid YAML{where}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: inventory must be a mapping with a 'hosts' key")
+    if "source_path" in raw:
+        raise UsageError(f"{path}: 'source_path' is not an inventory key")
     try:
-        inv = Inventory.model_validate(raw)
+        inv = Inventory.model_validate({**raw, "source_path": path})
     except ValidationError as e:
         raise UsageError(f"{path}: {validation_line(e)}") from None
     inv.specs()  # every host must be valid now, not halfway through a run

@@ -29,7 +29,8 @@ DEFAULT_JOBS = 16
 
 
 def open_transport(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
-    if spec.address is None:
+    if spec.address is None or spec.offline:
+        # Offline means no host: the launch and model files are this machine's.
         return LocalTransport(spec.name)
     # Imported here so that only the SSH path loads paramiko.
     from dataclasses import replace

@@ -382,3 +382,53 @@ def test_fix_uses_the_spelling_the_hosts_sglang_accepts(live_host) -> None:  # t
     p = live_host["fix"]()
     assert p.returncode == 0, p.stdout
     assert "+  --speculative-dflash-draft-window-size 2048" in p.stdout, p.stdout
+
+
+def test_inventory_launch_entries_are_edited_in_place(tmp_path: Path) -> None:
+    from dflash_doctor.fix.edits import edit_inventory_launch
+
+    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "d")
+    inv = tmp_path / "inventory.yaml"
+    original = (
+        "# fleet definition\n"
+        "defaults:\n  sglang_version: 0.5.23\n  offline: true\n"
+        f"  drafter_path: {tmp_path / 'd'}\n"
+        "hosts:\n"
+        "  gpu-a:  # canary\n"
+        "    launch: python -m sglang.launch_server --speculative-algorithm DFLASH"
+        " --speculative-draft-model-path d --context-length 65536\n"
+        "    labels: [canary]\n"
+        "  gpu-b:\n"
+        "    launch:\n      - python\n      - -m\n      - sglang.launch_server\n"
+        "      - --speculative-algorithm\n      - DFLASH\n"
+        "      - --speculative-draft-model-path\n      - d\n"
+        "    labels: [prod]  # keep\n"
+    )
+    inv.write_text(original)
+    run = [sys.executable, "-m", "dflash_doctor"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    gate = subprocess.run(
+        [*run, "gate", "-I", str(inv)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert gate.returncode == 1
+    p = subprocess.run(
+        [*run, "fix", "-I", str(inv), "--apply", "--yes"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    text = inv.read_text()
+    assert "# fleet definition" in text and "  gpu-a:  # canary" in text
+    assert "    labels: [prod]  # keep" in text
+    assert "--context-length 65536 --speculative-draft-window-size 2048" in text
+    assert "      - --speculative-draft-window-size\n      - '2048'" in text
+    backups = list(tmp_path.glob("inventory.yaml.dflash-doctor-*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == original  # one backup, first state
+    gate = subprocess.run(
+        [*run, "gate", "-I", str(inv)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert gate.returncode == 0, gate.stdout
+    with pytest.raises(Exception, match="no block for host"):
+        edit_inventory_launch(text, "gpu-zz", ["x"])

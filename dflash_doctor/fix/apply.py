@@ -74,8 +74,13 @@ class Applier:
         old = self.t.read_file(path, max_bytes=1 << 20)
         mode = self.t.file_mode(path)
         bak = backup_path(source, stamp)
-        self.write(bak, old, mode)
-        self.steps.append(f"backed up {source} to {bak}")
+        try:
+            # Edited twice in one run (several hosts in one inventory): keep the first state.
+            self.t.file_size(self.spec.path(bak))
+            self.steps.append(f"kept the backup {bak} made earlier in this run")
+        except DoctorError:
+            self.write(bak, old, mode)
+            self.steps.append(f"backed up {source} to {bak}")
         return bak, old, mode
 
     # -- the server -----------------------------------------------------------------------

@@ -245,3 +245,63 @@ def edit_argv(argv: list[str], edits: list[Edit]) -> list[str]:
                 else:
                     out.insert(i + 1, e.value)
     return out
+
+
+def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
+    """Rewrite one host's `launch:` entry in an inventory file, leaving every other line.
+
+    The value keeps its form: a one-line string stays a string, a flow list `[a, b]` stays
+    one, a block list keeps its indentation. Comments elsewhere are untouched.
+    """
+    import yaml
+
+    lines = text.splitlines()
+    hosts_at = next((i for i, ln in enumerate(lines) if re.match(r"hosts:\s*(#.*)?$", ln)), None)
+    if hosts_at is None:
+        raise FactError("inventory has no top-level `hosts:` block")
+    host_re = re.compile(
+        rf"(\s+)({re.escape(host)}|'{re.escape(host)}'|\"{re.escape(host)}\"):\s*(#.*)?$"
+    )
+    start = next((i for i in range(hosts_at + 1, len(lines)) if host_re.match(lines[i])), None)
+    if start is None:
+        raise FactError(f"inventory has no block for host {host!r}")
+    host_indent = len(lines[start]) - len(lines[start].lstrip())
+    end = len(lines)
+    for i in range(start + 1, len(lines)):
+        stripped = lines[i].strip()
+        outdented = len(lines[i]) - len(lines[i].lstrip()) <= host_indent
+        if stripped and not stripped.startswith("#") and outdented:
+            end = i
+            break
+    at = next((i for i in range(start + 1, end) if re.match(r"\s+launch:", lines[i])), None)
+    if at is None:
+        raise FactError(f"host {host!r} has no `launch:` entry")
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    value = lines[at].split(":", 1)[1].strip()
+    if value.startswith("["):
+        flow = yaml.safe_dump(new_argv, default_flow_style=True, width=10**6).strip()
+        lines[at] = f"{indent}launch: {flow}"
+    elif value:
+        lines[at] = (
+            f"{indent}launch: "
+            + yaml.safe_dump(shlex.join(new_argv), width=10**6).strip().removesuffix("...").strip()
+        )
+    else:
+        # A block list: the items follow, indented deeper.
+        item_end = at + 1
+        while item_end < end and re.match(r"\s+-\s", lines[item_end]):
+            item_end += 1
+        dash = re.match(r"(\s+-\s+)", lines[at + 1]) if at + 1 < end else None
+        prefix = dash.group(1) if dash else indent + "  - "
+        items = [
+            prefix + yaml.safe_dump(a, width=10**6).strip().removesuffix("...").strip()
+            for a in new_argv
+        ]
+        lines[at + 1 : item_end] = items
+    out = _join(lines, text)
+    check = yaml.safe_load(out)
+    entry = check["hosts"][host]["launch"]
+    got = shlex.split(entry) if isinstance(entry, str) else [str(x) for x in entry]
+    if got != new_argv:
+        raise FactError("could not rewrite the inventory's launch entry faithfully")
+    return out

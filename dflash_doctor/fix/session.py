@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
@@ -9,12 +11,14 @@ from rich.text import Text
 from dflash_doctor.errors import DoctorError
 from dflash_doctor.facts.launch import parse_launch_file
 from dflash_doctor.fix.apply import apply_plan, describe_relaunch, rollback
+from dflash_doctor.fix.edits import edit_inventory_launch
 from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.report import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from dflash_doctor.runner import run_checks
+from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.ssh import SSHOptions
 
 
@@ -63,6 +67,15 @@ def fix_host(
             source_launch=source_launch,
             running=facts.launch.value,
         )
+        writer, write_spec = transport, spec
+        if spec.launch is not None and spec.inventory_file and plan.new_argv is not None:
+            # The launch is the inventory's own `launch:` entry: edit that file, here.
+            plan.source = spec.inventory_file
+            plan.old_text = Path(spec.inventory_file).read_text(encoding="utf-8")
+            plan.new_text = edit_inventory_launch(plan.old_text, spec.name, plan.new_argv)
+            plan.notes = [n for n in plan.notes if "no launch file" not in n]
+            writer = LocalTransport("local")
+            write_spec = spec.model_copy(update={"offline": True, "root": "/"})
         diff = plan.diff()
         if diff:
             console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
@@ -77,11 +90,13 @@ def fix_host(
             console.print(Text(note, style="dim"))
         if plan.changes:
             console.print(
-                Text(f"relaunch: {describe_relaunch(spec, plan.launch, source)}", style="dim")
+                Text(f"relaunch: {describe_relaunch(write_spec, plan.launch, source)}", style="dim")
             )
         if not apply:
             return EXIT_OK
-        out = apply_plan(spec, transport, plan, facts, stamp=stamp, health_timeout=health_timeout)
+        out = apply_plan(
+            write_spec, writer, plan, facts, stamp=stamp, health_timeout=health_timeout
+        )
         return _report(console, out.status, out.message, out.steps, out.log_tail)
     except (DoctorError, UnicodeDecodeError) as e:
         console.print(Text(f"error: {e}", style="bold red"))
