@@ -241,7 +241,7 @@ class Gatherer:
     ) -> Fact[T]:
         model = override or model
         if not model:
-            return Fact[T].missing(f"{self.host}: no {what} path in the launch command")
+            return Fact[T].missing(f"{self.host}: no {what} path known (none in the launch)")
         path = _attempt(self.host, model, lambda: self.config_path(model))
         if path.value is None:
             return Fact[T].missing(path.error or "unresolved")

@@ -41,8 +41,9 @@ def _host_line(host: HostReport) -> Text:
 def _finding(f: Finding) -> Panel:
     body: list[Text | Table] = [Text(f.message)]
     ev = Table.grid(padding=(0, 1))
-    ev.add_column(style="dim", no_wrap=True)
-    ev.add_column()
+    # Long paths fold inside their column rather than squeezing the evidence text out.
+    ev.add_column(style="dim", overflow="fold", max_width=44)
+    ev.add_column(ratio=1, overflow="fold")
     for e in f.evidence:
         ev.add_row(_where(e), e.text)
     body.append(Text("Evidence", style="bold"))
@@ -58,7 +59,7 @@ def _finding(f: Finding) -> Panel:
     for fix in f.fixes:
         line = Text("Fix: ", style="bold green")
         line.append(fix.describe())
-        if fix.note:
+        if fix.note and fix.action != "manual":  # a manual fix's note is its description
             line.append(f"  ({fix.note})", style="dim")
         body.append(line)
     title = Text(f"{f.check_id} {f.severity.value}: ", style=STYLE[f.severity])
