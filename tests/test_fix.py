@@ -94,7 +94,8 @@ def test_systemd_unit_edit() -> None:
 
 def test_compose_edit() -> None:
     text = (
-        "services:\n  s:\n    command:\n      - python3\n      - -m\n"
+        "services:\n  web:\n    command:\n      - nginx\n      - -g\n"
+        "  s:\n    command:\n      - python3\n      - -m\n"
         "      - sglang.launch_server\n      - --speculative-dflash-draft-window-size\n"
         '      - "4096"\n    ports: ["30000:30000"]\n'
     )
@@ -117,6 +118,7 @@ def test_compose_edit() -> None:
         64,
     )
     assert 'ports: ["30000:30000"]' in out
+    assert out.startswith("services:\n  web:\n    command:\n      - nginx\n      - -g\n  s:")
 
 
 def test_edit_argv() -> None:
@@ -127,28 +129,14 @@ def test_edit_argv() -> None:
     ) == ["python", "-m", "sglang.launch_server", "--a=5", "--c", "--d", "7"]
 
 
+def finding(check_id: str, severity: Severity, fix: Fix) -> Finding:
+    return Finding(check_id=check_id, severity=severity, title="t", message="m", fixes=[fix])
+
+
 def test_plan_dedupes_and_lists_manual_steps() -> None:
-    f1 = Finding(
-        check_id="DFD101",
-        severity=Severity.ERROR,
-        title="t",
-        message="m",
-        fixes=[Fix(action="set_flag", flag="--x", value="1")],
-    )
-    f2 = Finding(
-        check_id="DFD108",
-        severity=Severity.WARNING,
-        title="t",
-        message="m",
-        fixes=[Fix(action="set_flag", flag="--x", value="1")],
-    )
-    f3 = Finding(
-        check_id="DFD103",
-        severity=Severity.ERROR,
-        title="t",
-        message="m",
-        fixes=[Fix(action="upgrade_sglang", value="0.5.14")],
-    )
+    f1 = finding("DFD101", Severity.ERROR, Fix(action="set_flag", flag="--x", value="1"))
+    f2 = finding("DFD108", Severity.WARNING, Fix(action="set_flag", flag="--x", value="1"))
+    f3 = finding("DFD103", Severity.ERROR, Fix(action="upgrade_sglang", value="0.5.14"))
     results = [
         CheckResult(
             check_id=f.check_id, name="n", severity=f.severity, status="failed", findings=[f]

@@ -156,20 +156,32 @@ def edit_shell(text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
     return _join(lines, text)
 
 
-def edit_compose(text: str, edits: list[Edit]) -> str:
-    """A compose file whose `command:` is a block list (`- item` per line)."""
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if re.match(r"\s*command:\s*$", ln)), None)
-    if start is None:
-        raise FactError("compose `command:` is not a block list; edit it by hand")
+def _command_items(lines: list[str], start: int) -> list[int]:
+    """Line indexes of the `- item` lines of the block list that starts after `start`."""
     items = []
     for i in range(start + 1, len(lines)):
         if re.match(r"\s*-\s", lines[i]):
             items.append(i)
         elif lines[i].strip() and not lines[i].lstrip().startswith("#"):
             break
+    return items
+
+
+def edit_compose(text: str, edits: list[Edit]) -> str:
+    """A compose file whose SGLang service's `command:` is a block list (`- item` per line)."""
+    lines = text.splitlines()
+    items: list[int] = []
+    for start, line in enumerate(lines):
+        if re.match(r"\s*command:\s*$", line):
+            candidate = _command_items(lines, start)
+            # Only the service that runs SGLang: other services have commands too.
+            if any("launch_server" in lines[i] for i in candidate):
+                items = candidate
+                break
     if not items:
-        raise FactError("compose `command:` list is empty")
+        raise FactError(
+            "no compose `command:` block list runs sglang.launch_server; edit it by hand"
+        )
     indent = re.match(r"(\s*-\s+)", lines[items[0]])
     dash = indent.group(1) if indent else "  - "
 
