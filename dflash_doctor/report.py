@@ -59,7 +59,9 @@ class Report(BaseModel):
 
 def fact_errors(facts: HostFacts) -> list[str]:
     errors = []
-    for name in ("sglang_version", "gpus", "launch", "drafter", "target", "log", "probe"):
+    for name in HostFacts.model_fields:
+        if name == "host":
+            continue
         fact = getattr(facts, name)
         if fact.value is None and fact.error:
             errors.append(f"{name}: {fact.error}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from dflash_doctor.checks.base import Evidence, Fix, Skip
 from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs, LogFacts
+from dflash_doctor.kv_math import DraftKv, draft_kv
 from dflash_doctor.sglang_versions import (
     NEW_WINDOW_FLAG,
     OLD_WINDOW_FLAG,
@@ -206,3 +207,16 @@ def probe_evidence(
         impact["probe_draft_kv_extra_gib_per_request_per_gpu"] = round(extra, 4)
         text += f", and holds {extra:.3f} GiB more draft KV per request per GPU"
     return [Evidence(kind="derived", text=text)], impact
+
+
+def server_draft_kv(facts: HostFacts, cfg: DrafterConfig, context: int, window: int) -> DraftKv:
+    """Draft KV per request per GPU under the server's page size, TP and KV cache dtype."""
+    launch = facts.launch.value
+    return draft_kv(
+        cfg,
+        context_tokens=context,
+        window=window,
+        page_size=(launch.page_size if launch else None) or 1,
+        tp_size=launch.tp_size if launch else 1,
+        kv_cache_dtype=launch.kv_cache_dtype if launch else None,
+    )

@@ -10,6 +10,7 @@ from dflash_doctor.checks.views import (
     flag_evidence,
     probe_evidence,
     require_dflash,
+    server_draft_kv,
     set_window_fix,
     sliding_evidence,
     version_evidence,
@@ -17,7 +18,6 @@ from dflash_doctor.checks.views import (
     window_state,
 )
 from dflash_doctor.facts.models import HostFacts
-from dflash_doctor.kv_math import draft_kv
 from dflash_doctor.sglang_versions import LAYER_TYPES_SINCE, format_version
 
 # Beyond this many windows of context, the full draft history is mostly waste.
@@ -66,15 +66,7 @@ def sliding_drafter_without_window(facts: HostFacts) -> list[Finding]:
         impact["drafter_attention"] = "full context (this SGLang ignores layer_types)"
     ctx, ctx_evidence = context_length(facts)
     if ctx is not None and ctx_evidence is not None:
-        launch = facts.launch.value
-        kv = draft_kv(
-            cfg,
-            context_tokens=ctx,
-            window=window,
-            page_size=(launch.page_size if launch else None) or 1,
-            tp_size=launch.tp_size if launch else 1,
-            kv_cache_dtype=launch.kv_cache_dtype if launch else None,
-        )
+        kv = server_draft_kv(facts, cfg, ctx, window)
         evidence.append(ctx_evidence)
         full = kv.as_impact()
         # The headline numbers; DFD108 gives the whole memory picture.
@@ -327,14 +319,7 @@ def long_context_without_compaction(facts: HostFacts) -> list[Finding]:
     if ctx < FAR_BEYOND_WINDOWS * window:
         return []
     launch = facts.launch.value
-    kv = draft_kv(
-        cfg,
-        context_tokens=ctx,
-        window=window,
-        page_size=(launch.page_size if launch else None) or 1,
-        tp_size=launch.tp_size if launch else 1,
-        kv_cache_dtype=launch.kv_cache_dtype if launch else None,
-    )
+    kv = server_draft_kv(facts, cfg, ctx, window)
     impact: dict[str, float | int | str] = dict(
         kv.as_impact(launch.max_running_requests if launch else None)
     )

@@ -105,8 +105,4 @@ def plan_fixes(
         plan.new_argv = edit_argv(source_launch.argv, edits)
     elif running is not None:
         plan.new_argv = edit_argv(running.argv, edits)
-        if edits:
-            notes.append(
-                "the running server has no launch file to edit: start it with the new command"
-            )
     return plan

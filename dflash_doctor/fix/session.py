@@ -73,14 +73,13 @@ def fix_host(
             plan.source = spec.inventory_file
             plan.old_text = Path(spec.inventory_file).read_text(encoding="utf-8")
             plan.new_text = edit_inventory_launch(plan.old_text, spec.name, plan.new_argv)
-            plan.notes = [n for n in plan.notes if "no launch file" not in n]
             writer = LocalTransport("local")
             write_spec = spec.model_copy(update={"offline": True, "root": "/"})
         diff = plan.diff()
         if diff:
             console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
         elif plan.new_command and plan.changes:
-            console.print(Text("new command line:", style="bold"))
+            console.print(Text("no launch file to edit: start the server with", style="bold"))
             console.print(plan.new_command, markup=False, highlight=False)
         else:
             console.print(Text("nothing to change", style="green"))
