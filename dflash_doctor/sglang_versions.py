@@ -1,8 +1,10 @@
 """What each SGLang release accepts and does, for the DFlash settings this tool checks.
 
-The facts come from SGLang's own source (python/sglang/srt/server_args.py and
-python/sglang/srt/speculative/dflash_worker.py of each release); when the `sglang`
-package is installed at the host's version, `sglang_native` asks its parser instead.
+The facts come from SGLang's own source, read in the published wheels of 0.5.11, 0.5.12,
+0.5.13, 0.5.14, 0.5.19, 0.5.20 and 0.5.23 (python/sglang/srt/server_args.py,
+srt/arg_groups/, srt/models/dflash.py); 0.5.23's real `ServerArgs.add_cli_args` was run too.
+Where the host's SGLang can be imported, its own parser is asked instead
+(`facts/sglang_args.py`), and that answer wins over this table.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ WINDOW_FLAGS = (NEW_WINDOW_FLAG, OLD_WINDOW_FLAG)
 
 # DFLASH first shipped in 0.5.11 with the dflash-specific spelling of the window flag.
 FIRST_DFLASH = (0, 5, 11)
-# 0.5.12 renamed the flag to --speculative-draft-window-size (shared with EAGLE-3).
+# 0.5.12 added --speculative-draft-window-size (shared with EAGLE-3), keeping the old
+# spelling as a second option string of the same argument ...
 NEW_FLAG_SINCE = (0, 5, 12)
-# 0.5.14 re-added the old spelling as a deprecated alias (DeprecatedAliasStoreAction) ...
-OLD_ALIAS_SINCE = (0, 5, 14)
+# ... 0.5.13 turned the old spelling into a deprecated alias (DeprecatedAliasStoreAction,
+# help=SUPPRESS) ...
+OLD_DEPRECATED_SINCE = (0, 5, 13)
 # ... and 0.5.20 removed it.
 OLD_ALIAS_REMOVED = (0, 5, 20)
 # The DFlash drafter reads config.layer_types (per-layer sliding attention) from 0.5.14;
@@ -73,11 +77,10 @@ def facts_for(version: Version) -> VersionFacts:
     deprecated: list[str] = []
     if version >= NEW_FLAG_SINCE:
         flags.append(NEW_WINDOW_FLAG)
-    if FIRST_DFLASH <= version < NEW_FLAG_SINCE:
+    if FIRST_DFLASH <= version < OLD_ALIAS_REMOVED:
         flags.append(OLD_WINDOW_FLAG)
-    elif OLD_ALIAS_SINCE <= version < OLD_ALIAS_REMOVED:
-        flags.append(OLD_WINDOW_FLAG)
-        deprecated.append(OLD_WINDOW_FLAG)
+        if version >= OLD_DEPRECATED_SINCE:
+            deprecated.append(OLD_WINDOW_FLAG)
     return VersionFacts(
         version=version,
         dflash_supported=version >= FIRST_DFLASH,

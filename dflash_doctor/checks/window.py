@@ -214,9 +214,10 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
 
     **What it finds.** The window flag was renamed: 0.5.11 accepts only
     `--speculative-dflash-draft-window-size`; 0.5.12 and newer accept
-    `--speculative-draft-window-size`; 0.5.14-0.5.19 still accept the old spelling as a
-    deprecated alias, and 0.5.20 removed it. Where the host's SGLang is importable, its own
-    parser says which spellings it accepts; otherwise the version decides.
+    `--speculative-draft-window-size` (0.5.12 takes both names); 0.5.13-0.5.19 still accept
+    the old spelling as a deprecated alias, and 0.5.20 removed it. Where the host's SGLang
+    is importable, its own parser says which spellings it accepts; otherwise the version
+    decides.
 
     **Why it hurts.** An unknown flag makes `sglang.launch_server` exit at startup
     (`unrecognized arguments`), so a launch file with the wrong spelling never serves; a

@@ -172,8 +172,8 @@ def test_dfd104_new_spelling_on_0511_is_error() -> None:
     )
 
 
-def test_dfd104_old_spelling_on_0512_0513_and_0520_is_error() -> None:
-    for v in ("0.5.12", "0.5.13", "0.5.20", "0.5.23"):
+def test_dfd104_old_spelling_removed_from_0520_is_error() -> None:
+    for v in ("0.5.20", "0.5.23"):
         r = result(
             "DFD104",
             launch_args=launch("--speculative-dflash-draft-window-size", "2048"),
@@ -182,14 +182,21 @@ def test_dfd104_old_spelling_on_0512_0513_and_0520_is_error() -> None:
         assert r.findings and r.findings[0].severity is Severity.ERROR, v
 
 
-def test_dfd104_old_spelling_deprecated_on_0514_to_0519() -> None:
-    for v in ("0.5.14", "0.5.19"):
+def test_dfd104_old_spelling_deprecated_on_0513_to_0519() -> None:
+    for v in ("0.5.13", "0.5.14", "0.5.19"):
         r = result(
             "DFD104",
             launch_args=launch("--speculative-dflash-draft-window-size", "2048"),
             version=v,
         )
         assert r.findings[0].severity is Severity.WARNING, v
+        assert r.findings[0].fixes[0].flag == "--speculative-draft-window-size"
+
+
+def test_dfd104_both_spellings_fine_on_0512() -> None:
+    for flag in ("--speculative-dflash-draft-window-size", "--speculative-draft-window-size"):
+        r = result("DFD104", launch_args=launch(flag, "2048"), version="0.5.12")
+        assert r.status == "passed", flag
 
 
 def test_dfd104_passes_right_spelling() -> None:
