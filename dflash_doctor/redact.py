@@ -21,7 +21,7 @@ _SECRET_ASSIGN = re.compile(
 )
 # Inside free text (log lines, server_args dumps): key='value', key="value", key=value, KEY: value.
 _TEXT_SECRET = re.compile(
-    rf"""(\b[A-Za-z0-9_]*{_SECRET_WORDS}[A-Za-z0-9_]*\s*[=:]\s*)('[^']*'|"[^"]*"|[^\s,)]+)""",
+    rf"""(\b[A-Za-z0-9_]*{_SECRET_WORDS}[A-Za-z0-9_]*['"]?\s*[=:]\s*)('[^']*'|"[^"]*"|[^\s,)}}]+)""",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
@@ -51,7 +51,7 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def _keep_none(m: re.Match[str]) -> str:
     value = m.group(2)
-    name = m.group(1).rstrip("=: ").lower()
+    name = m.group(1).rstrip("=: '\"").lower()
     if value in ("None", "null", "''", '""') or name in _NOT_SECRET:
         return m.group(0)
     return m.group(1) + REDACTED

@@ -7,7 +7,7 @@ the same records, so a check over SSH sees exactly what a local check sees.
 
 Records, in stream order:
 - marked line: a line containing `DFLASH` (the DFlash worker's lines, and the startup
-  `server_args=ServerArgs(...)` dump of a DFLASH server), with its 1-based line number;
+  `server_args=...` dump of a DFLASH server), with its 1-based line number;
 - decode sample: stream offset, accept length, throughput and timestamp of a parsed
   `Decode batch. ... accept len: F, ... gen throughput (token/s): F` line;
 - end: total lines, bytes and skipped overlong lines.

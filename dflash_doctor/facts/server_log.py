@@ -4,10 +4,12 @@ Two stages: `log_filter` finds the lines that matter in the raw bytes (in-proces
 the host over SSH); this module reads those lines into facts about the latest server start.
 The accept-length/throughput series keeps at most MAX_SERIES points.
 
-Formats, from SGLang's source:
-- `server_args=ServerArgs(...)`: python/sglang/srt/entrypoints/http_server.py logs the
-  parsed args at startup (0.5.11-0.5.23); the window field is `speculative_dflash_draft_
-  window_size` in 0.5.11 and `speculative_draft_window_size` from 0.5.12.
+Formats, from SGLang's source (read in the published wheels):
+- the startup args dump, python/sglang/srt/entrypoints/engine.py: `server_args=ServerArgs(
+  model_path='...', ...)` (`logger.info(f"{server_args=}")`, 0.5.11-0.5.18) and
+  `server_args={'model_path': '...', ...}` (`resolved_dict()`, 0.5.19-0.5.23). The window
+  field is `speculative_dflash_draft_window_size` in 0.5.11 and
+  `speculative_draft_window_size` from 0.5.12.
 - `Initialized DFLASH draft runner. attention_backend=..., model=..., block_size=...,
   draft_window_size=..., compact_cache=...`: speculative/dflash_worker.py (0.5.11-0.5.23).
 - `DFLASH block size mismatch: using speculative_num_draft_tokens=N but draft config
@@ -16,8 +18,9 @@ Formats, from SGLang's source:
   Falling back to 'Y'.` and `DFLASH draft worker does not support 'trtllm_mha' ...
   Falling back to 'Y'.`: dflash_worker.py (0.5.11-0.5.23).
 - `Decode batch. #running-req: N, #token: N, token usage: F, accept len: F, [accept rate: F,]
-  cuda graph: B, gen throughput (token/s): F, #queue-req: N`: managers/scheduler_metrics_
-  mixin.py; `accept rate` appears from 0.5.14, `cpu graph` replaces `cuda graph` on CPU.
+  cuda graph: B, gen throughput (token/s): F, #queue-req: N`: observability/scheduler_
+  metrics_mixin.py (0.5.11), managers/scheduler_components/metrics_reporter.py (0.5.13 on);
+  `cpu graph` replaces `cuda graph` on CPU.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ MAX_EVIDENCE_CHARS = 400
 MAX_KEPT_LINES = 20
 MAX_RECORD_BYTES = 2 * 1024 * 1024
 
-SERVER_ARGS_MARK = "server_args=ServerArgs("
+SERVER_ARGS_MARKS = ("server_args=ServerArgs(", "server_args={")
 _FIELD_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,()\s]+)")
+# The dict form of 0.5.19+: 'key': value
+_DICT_FIELD_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,{}\[\]\s]+)")
 _INIT_RE = re.compile(r"Initialized DFLASH draft runner\.\s*(.*)$")
 _FALLBACK_RE = re.compile(r"DFLASH draft worker .*Falling back to '([^']+)'")
 
@@ -155,8 +160,9 @@ class LogFactsBuilder:
             self.facts.undecodable_lines += 1
             text = raw.decode("utf-8", "replace")
         text = redact_text(text.rstrip("\r"))
-        if SERVER_ARGS_MARK in text:
-            self._on_startup(line, text)
+        mark = next((m for m in SERVER_ARGS_MARKS if m in text), None)
+        if mark is not None:
+            self._on_startup(line, text, mark)
         else:
             self._on_dflash(LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS]), text)
 
@@ -171,7 +177,7 @@ class LogFactsBuilder:
         d.series = self._series.export(*self._last_decode)
         return f
 
-    def _on_startup(self, line: int, text: str) -> None:
+    def _on_startup(self, line: int, text: str, mark: str) -> None:
         f = self.facts
         f.startups += 1
         # Facts of an earlier server start do not describe the running server.
@@ -189,9 +195,10 @@ class LogFactsBuilder:
         f.decode = DecodeStats()
         self._reset_run()
         f.server_args = LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS])
-        dump = text[text.find(SERVER_ARGS_MARK) :]
+        dump = text[text.find(mark) :]
+        pattern = _DICT_FIELD_RE if mark.endswith("{") else _FIELD_RE
         f.server_args_fields = {
-            k: _unquote(v) for k, v in _FIELD_RE.findall(dump) if k in SERVER_ARGS_KEYS
+            k: _unquote(v) for k, v in pattern.findall(dump) if k in SERVER_ARGS_KEYS
         }
 
     def _on_dflash(self, line: LogLine, text: str) -> None:

@@ -146,3 +146,21 @@ def test_filter_script_output_equals_in_process_scan(tmp_path) -> None:  # type:
 def test_hostile_filter_output(output: bytes, message: str) -> None:
     with pytest.raises(FactError, match=message):
         read_filter_output([output], "l")
+
+
+def test_both_server_args_dump_formats() -> None:
+    old = (
+        b"[t] server_args=ServerArgs(model_path='m', api_key='sk-old-secret', "
+        b"speculative_algorithm='DFLASH', speculative_dflash_draft_window_size=None)\n"
+    )  # 0.5.11-0.5.18
+    new = (
+        b"[t] server_args={'model_path': 'm2', 'api_key': 'sk-new-secret', 'lora_paths': [], "
+        b"'speculative_algorithm': 'DFLASH', 'speculative_draft_window_size': 2048}\n"
+    )  # 0.5.19+: resolved_dict()
+    f = scan_log([old + new], "l")
+    assert f.startups == 2 and f.server_args is not None and f.server_args.line == 2
+    assert f.server_args_fields["model_path"] == "m2"
+    assert f.server_args_fields["speculative_draft_window_size"] == "2048"
+    assert "sk-new-secret" not in f.server_args.text
+    f = scan_log([old], "l")
+    assert f.server_args_fields["speculative_dflash_draft_window_size"] == "None"
