@@ -30,8 +30,26 @@ OLD_ALIAS_REMOVED = (0, 5, 20)
 # 0.5.11-0.5.13 build every drafter layer with full attention.
 LAYER_TYPES_SINCE = (0, 5, 14)
 
-# dflash_worker.py: backends the draft runner accepts; others log a warning and fall back.
+# Backends the DFlash draft worker accepts; others log "... Falling back to 'flashinfer'".
+# speculative/dflash_worker.py (0.5.11-0.5.16), arg_groups/speculative_hook.py (0.5.17-0.5.19),
+# arg_groups/choices.py DRAFT_ATTENTION_BACKEND_CHOICES (0.5.20-0.5.23).
+DRAFT_BACKENDS_BY_VERSION: tuple[tuple[tuple[int, int, int], tuple[str, ...]], ...] = (
+    ((0, 5, 11), ("flashinfer", "fa3", "fa4", "triton")),
+    ((0, 5, 13), ("flashinfer", "fa3", "fa4", "triton", "ascend")),
+    ((0, 5, 17), ("flashinfer", "fa3", "fa4", "triton", "trtllm_mha", "ascend")),
+    ((0, 5, 20), ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha", "intel_xpu")),
+)
+# When the version is unknown: what every version from 0.5.13 accepts.
 DFLASH_DRAFT_BACKENDS = ("flashinfer", "fa3", "fa4", "triton", "ascend")
+
+
+def draft_backends_for(version: tuple[int, int, int]) -> tuple[str, ...]:
+    chosen = DRAFT_BACKENDS_BY_VERSION[0][1]
+    for since, backends in DRAFT_BACKENDS_BY_VERSION:
+        if version >= since:
+            chosen = backends
+    return chosen
+
 
 Version = tuple[int, int, int]
 
@@ -87,5 +105,5 @@ def facts_for(version: Version) -> VersionFacts:
         window_flags=tuple(flags),
         deprecated_window_flags=tuple(deprecated),
         drafter_honours_layer_types=version >= LAYER_TYPES_SINCE,
-        draft_backends=DFLASH_DRAFT_BACKENDS,
+        draft_backends=draft_backends_for(version),
     )

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
-from dflash_doctor.checks.views import flag_evidence, log_evidence, require_dflash
+from dflash_doctor.checks.views import (
+    flag_evidence,
+    log_evidence,
+    require_dflash,
+    version_facts,
+)
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.sglang_versions import DFLASH_DRAFT_BACKENDS
 
@@ -17,11 +22,12 @@ from dflash_doctor.sglang_versions import DFLASH_DRAFT_BACKENDS
 def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     """The draft attention backend is one DFlash does not support, so SGLang falls back.
 
-    **What it finds.** The DFlash draft worker accepts `flashinfer`, `fa3`, `fa4`, `triton`
-    and `ascend`. It takes `--speculative-draft-attention-backend`, else the server's
-    `--attention-backend`; any other value (e.g. `trtllm_mha`, which cannot run the
-    drafter's non-causal attention) is replaced, with the warning `DFLASH draft worker ...
-    Falling back to 'flashinfer'.`
+    **What it finds.** The DFlash draft worker accepts `flashinfer`, `fa3`, `fa4` and
+    `triton` (plus `ascend` from 0.5.13, `trtllm_mha` from 0.5.17, `intel_xpu` from 0.5.20).
+    It takes `--speculative-draft-attention-backend`, else the server's
+    `--attention-backend`; any other value (e.g. `trtllm_mha` before 0.5.17, which could not
+    run the drafter's non-causal attention) is replaced, with the warning `DFLASH draft
+    worker ... Falling back to 'flashinfer'.`
 
     **Why it hurts.** The server runs, but not as configured: the backend you tuned or
     benchmarked is not the one drafting, and CUDA-graph and memory settings sized for it
@@ -57,7 +63,9 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     log = facts.log.value
     if log is not None:
         evidence.extend(log_evidence(log, ln.line, ln.text) for ln in log.backend_fallbacks)
-    unsupported = configured is not None and configured not in DFLASH_DRAFT_BACKENDS
+    vf = version_facts(facts)
+    supported = vf.draft_backends if vf is not None else DFLASH_DRAFT_BACKENDS
+    unsupported = configured is not None and configured not in supported
     if not unsupported and not (log is not None and log.backend_fallbacks):
         if configured is None and (log is None or log.dflash_init is None):
             raise Skip("no attention backend configured and no DFlash init line to confirm")
@@ -69,7 +77,7 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
             severity=Severity.WARNING,
             title=f"Draft attention backend {configured!r} is not supported by DFlash",
             message=(
-                f"The DFlash draft worker supports {', '.join(DFLASH_DRAFT_BACKENDS)}; "
+                f"The DFlash draft worker supports {', '.join(supported)}; "
                 f"{configured!r} is replaced by {fallback!r}."
             ),
             evidence=evidence,
@@ -77,7 +85,7 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
                 Fix(
                     action="set_flag",
                     flag="--speculative-draft-attention-backend",
-                    value=fallback if fallback in DFLASH_DRAFT_BACKENDS else "flashinfer",
+                    value=fallback if fallback in supported else "flashinfer",
                 )
             ],
         )

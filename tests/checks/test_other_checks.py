@@ -134,7 +134,7 @@ def test_dfd106_skips_without_target() -> None:
 
 
 def test_dfd107_inherited_unsupported_backend() -> None:
-    r = result("DFD107", launch_args=launch("--attention-backend", "trtllm_mha"))
+    r = result("DFD107", launch_args=launch("--attention-backend", "trtllm_mha"), version="0.5.11")
     (f,) = r.findings
     assert f.fixes[0].flag == "--speculative-draft-attention-backend"
     assert f.fixes[0].value == "flashinfer"
@@ -203,3 +203,17 @@ def test_dfd109_skips_short_logs_and_full_attention_drafters() -> None:
         result("DFD109", drafter=drafter_cfg(QWEN8B_DRAFTER), log=_series_log(falling)).status
         == "skipped"
     )
+
+
+def test_dfd107_backends_follow_the_version() -> None:
+    trt = launch("--attention-backend", "trtllm_mha")
+    for version, status in (
+        ("0.5.11", "failed"),
+        ("0.5.16", "failed"),
+        ("0.5.17", "passed"),
+        ("0.5.23", "passed"),
+    ):
+        assert result("DFD107", launch_args=trt, version=version).status == status, version
+    ascend = launch("--speculative-draft-attention-backend", "ascend")
+    assert result("DFD107", launch_args=ascend, version="0.5.12").status == "failed"
+    assert result("DFD107", launch_args=ascend, version="0.5.13").status == "passed"
