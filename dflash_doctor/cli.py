@@ -81,6 +81,22 @@ def _specs(
     return [s.model_copy(update=given) for s in specs]
 
 
+def _ssh(
+    identity: list[str] | None,
+    known_hosts: str | None,
+    ssh_config: str | None,
+    accept_new_host_key: bool,
+    connect_timeout: float = 10.0,
+) -> SSHOptions:
+    return SSHOptions(
+        identity_files=tuple(identity or ()),
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        accept_new_host_key=accept_new_host_key,
+        connect_timeout=connect_timeout,
+    )
+
+
 def _selection(select: str | None) -> list[str] | None:
     if not select:
         return None
@@ -187,13 +203,7 @@ def check(
     )
     if limit and not inventory:
         raise UsageError("--limit needs --inventory")
-    ssh = SSHOptions(
-        identity_files=tuple(identity or ()),
-        known_hosts=known_hosts,
-        ssh_config=ssh_config,
-        accept_new_host_key=accept_new_host_key,
-        connect_timeout=connect_timeout,
-    )
+    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key, connect_timeout)
     with host_progress(len(specs)) as done:
         reports = check_hosts(
             specs,
@@ -259,12 +269,7 @@ def probe(
     if len(specs) != 1:
         raise UsageError("probe one host at a time")
     lengths = _lengths(contexts)
-    ssh = SSHOptions(
-        identity_files=tuple(identity or ()),
-        known_hosts=known_hosts,
-        ssh_config=ssh_config,
-        accept_new_host_key=accept_new_host_key,
-    )
+    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
     options = ProbeOptions(lengths, window, budget_mib, device, dtype, weights, python)
     result = probe_host(specs[0], options, ssh=ssh)
     if fmt is Format.json:
@@ -443,12 +448,7 @@ def fix(
             )
         if not typer.confirm(f"Change {len(specs)} host(s)?"):
             raise typer.Exit(EXIT_USAGE)
-    ssh = SSHOptions(
-        identity_files=tuple(identity or ()),
-        known_hosts=known_hosts,
-        ssh_config=ssh_config,
-        accept_new_host_key=accept_new_host_key,
-    )
+    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
     console = Console()
     codes = [

@@ -11,13 +11,11 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
 from dflash_doctor.errors import DoctorError, FactError, validation_line
-from dflash_doctor.facts import log_filter
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import (
     parse_argv,
@@ -34,6 +32,7 @@ from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFact
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.sglang_versions import parse_version
+from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
 T = TypeVar("T")
@@ -46,10 +45,6 @@ _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
-FILTER_SOURCE = Path(log_filter.__file__).read_text(encoding="utf-8")
-SGLANG_ARGS_SOURCE = (Path(__file__).parent / "facts" / "sglang_args.py").read_text(
-    encoding="utf-8"
-)
 NATIVE_FIELDS = {
     "model_path": "model_path",
     "speculative_algorithm": "speculative_algorithm",
@@ -287,7 +282,7 @@ class Gatherer:
         if self.t.remote and self.t.file_size(host_path) >= REMOTE_FILTER_MIN_BYTES:
             # Filter where the log lies: only the lines that matter cross the network.
             for python in self._pythons():
-                argv = [python, "-c", FILTER_SOURCE, host_path]
+                argv = [python, "-c", script_source("facts/log_filter.py"), host_path]
                 try:
                     return read_filter_output(self.t.run_stream(argv, timeout=600), path)
                 except FactError:
@@ -389,7 +384,8 @@ class Gatherer:
         python = args.python or self.launch_python or "python3"
         env = [f"{k}={self.environ[k]}" for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in self.environ]
         server_argv = args.argv[sglang_args_start(args.argv) :]
-        argv = ["env", *env, python, "-c", SGLANG_ARGS_SOURCE, json.dumps(server_argv)]
+        argv = ["env", *env, python, "-c", script_source("facts/sglang_args.py")]
+        argv.append(json.dumps(server_argv))
         try:
             res = self.t.run(argv, timeout=120)
             answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])

@@ -203,6 +203,13 @@ def _flag_lines(line: LogicalLine) -> dict[str, int]:
     return found
 
 
+def _parse_line(argv: list[str], line: LogicalLine, source: str, kind: LaunchKind) -> LaunchArgs:
+    """The command of one logical line, with where each flag and the command itself stand."""
+    return parse_argv(
+        argv, source=source, kind=kind, flag_lines=_flag_lines(line), command_lines=line.span
+    )
+
+
 def _decode_text(data: bytes, what: str) -> str:
     if len(data) > MAX_LAUNCH_BYTES:
         raise FactError(f"{what} is {len(data)} bytes, larger than {MAX_LAUNCH_BYTES}")
@@ -233,13 +240,7 @@ def parse_script(data: bytes, *, source: str) -> LaunchArgs:
             argv = _split(_expand(stripped, env), line.first)
             while argv and (argv[0] in ("exec", "nohup", "env") or _ASSIGN.match(argv[0])):
                 argv.pop(0)
-            return parse_argv(
-                argv,
-                source=source,
-                kind="script",
-                flag_lines=_flag_lines(line),
-                command_lines=line.span,
-            )
+            return _parse_line(argv, line, source, "script")
         m = _ASSIGN.match(stripped)
         if m:
             value = _split(m.group(2), line.first) if m.group(2).strip() else [""]
@@ -265,13 +266,7 @@ def parse_systemd_unit(data: bytes, *, source: str) -> LaunchArgs:
         raise FactError("no ExecStart= line in the systemd unit")
     command = exec_line.text.strip()[len("ExecStart=") :].lstrip("-@+!:")
     argv = _split(_expand(command, env), exec_line.first)
-    return parse_argv(
-        argv,
-        source=source,
-        kind="systemd",
-        flag_lines=_flag_lines(exec_line),
-        command_lines=exec_line.span,
-    )
+    return _parse_line(argv, exec_line, source, "systemd")
 
 
 def _as_argv(value: object, what: str) -> list[str]:

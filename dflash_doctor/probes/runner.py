@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,10 +11,9 @@ from dflash_doctor.errors import DoctorError, FactError, validation_line
 from dflash_doctor.facts.models import DrafterConfig, LaunchArgs
 from dflash_doctor.kv_math import draft_kv
 from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
-# Read as text, never imported here: the script imports torch, which the CLI must not pay for.
-PROBE_SOURCE = (Path(__file__).parent / "attention_probe.py").read_text(encoding="utf-8")
 PROBE_TIMEOUT = 600.0
 DEFAULT_BUDGET_MIB = 4096  # the probe's own default too (attention_probe.DEFAULT_BUDGET_MIB)
 
@@ -80,7 +78,8 @@ def probe_spec(
 
 def run_probe(transport: Transport, spec: dict[str, Any], python: str = "python3") -> ProbeResult:
     formula = spec.pop("_kv_formula", None)
-    argv = [python, "-c", PROBE_SOURCE, json.dumps(spec)]
+    # Shipped as text, never imported: the script imports torch, which the CLI must not pay for.
+    argv = [python, "-c", script_source("probes/attention_probe.py"), json.dumps(spec)]
     try:
         res = transport.run(argv, timeout=PROBE_TIMEOUT)
     except DoctorError:
