@@ -15,6 +15,7 @@ from rich.console import Console
 from dflash_doctor import __version__
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
+from dflash_doctor.checks.retired import RETIRED
 from dflash_doctor.demo import demo_host
 from dflash_doctor.errors import DoctorError, UsageError
 from dflash_doctor.fix.session import fix_host
@@ -123,6 +124,13 @@ def _lengths(contexts: str | None) -> list[int] | None:
 def check(
     hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
     demo: Annotated[bool, typer.Option("--demo", help="check the built-in demo host")] = False,
+    demo_name: Annotated[
+        str | None,
+        typer.Option(
+            "--demo-host",
+            help="check a named built-in demo host: seed (= --demo, SGLang 0.5.13) or v0523",
+        ),
+    ] = None,
     host_dir: Annotated[
         list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
     ] = None,
@@ -191,7 +199,8 @@ def check(
         hosts or [],
         demo,
         host_dir or [],
-        load_inventory(str(inventory)).select(limit) if inventory else [],
+        (load_inventory(str(inventory)).select(limit) if inventory else [])
+        + ([demo_host(demo_name)] if demo_name else []),
         {
             "log_path": log,
             "launch_file": launch,
@@ -476,6 +485,9 @@ def list_checks() -> None:
 def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD101")]) -> None:
     """Print a check's documentation: what it finds, why it hurts, how to fix it."""
     found = CATALOG.get(check_id.upper())
+    if found is None and check_id.upper() in RETIRED:
+        Console().print(RETIRED[check_id.upper()], markup=False, highlight=False)
+        return
     if found is None:
         raise UsageError(f"unknown check id {check_id!r} (see `dflash-doctor checks`)")
     render_explain(found, Console())

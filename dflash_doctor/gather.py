@@ -28,8 +28,9 @@ from dflash_doctor.facts.model_config import (
     parse_drafter_config,
     parse_target_config,
 )
-from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFacts
+from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFacts, SGLangCode
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
+from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.shipped import script_source
@@ -415,6 +416,22 @@ class Gatherer:
         except ValidationError:
             return args
 
+    def sglang_code(self, version: Fact[str]) -> Fact[SGLangCode]:
+        """The installed srt/models/dflash.py beside the sglang dist-info, read as text."""
+        source = version.source or ""
+        if not source.endswith(".dist-info"):
+            return Fact[SGLangCode].missing(
+                f"{self.host}: SGLang's installed files not located (version: {source or 'none'})"
+            )
+        where = posixpath.join(posixpath.dirname(source), "sglang/srt/models/dflash.py")
+        return _attempt(
+            self.host,
+            where,
+            lambda: parse_dflash_model_source(
+                self.t.read_file(self.spec.path(where), max_bytes=MAX_SOURCE_BYTES), where
+            ),
+        )
+
     def gather(self) -> HostFacts:
         launch = self.launch()
         if launch.value is not None and not (self.spec.offline or self.spec.recorded):
@@ -447,6 +464,7 @@ class Gatherer:
             drafter=drafter,
             target=target,
             log=log,
+            sglang_code=self.sglang_code(version),
         )
 
 

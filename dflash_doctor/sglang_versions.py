@@ -29,6 +29,17 @@ OLD_ALIAS_REMOVED = (0, 5, 20)
 # The DFlash drafter reads config.layer_types (per-layer sliding attention) from 0.5.14;
 # 0.5.11-0.5.13 build every drafter layer with full attention.
 LAYER_TYPES_SINCE = (0, 5, 14)
+# --speculative-draft-kv-cache-dtype (the draft pool's own KV dtype; choices auto, fp8_e5m2,
+# fp8_e4m3, bf16, bfloat16): server_args.py 0.5.18:2187-2200, arg_groups/fields/spec.py
+# 0.5.23:151-164. Its help: "The draft pool is allocated with one slot per target token ...
+# Setting fp8_e4m3 halves the draft pool; ... raise --mem-fraction-static".
+DRAFT_KV_DTYPE_FLAG = "--speculative-draft-kv-cache-dtype"
+DRAFT_KV_DTYPE_SINCE = (0, 5, 18)
+# The KV budget prices the draft by its own geometry and dtype from 0.5.18
+# (dflash_utils.dflash_draft_cell_size_per_token, 0.5.18:139-151); before, by scaling the
+# target's bytes/token by (target + draft layers) / target layers
+# (scale_kv_cell_size_per_token_for_dflash, 0.5.11:51-89; pool_configurator.py 0.5.11:95-111).
+DRAFT_CELL_SIZE_SINCE = (0, 5, 18)
 
 # Backends the DFlash draft worker accepts; others log "... Falling back to 'flashinfer'".
 # speculative/dflash_worker.py (0.5.11-0.5.16), arg_groups/speculative_hook.py (0.5.17-0.5.19),

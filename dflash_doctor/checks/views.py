@@ -6,14 +6,16 @@ from dataclasses import dataclass, field
 
 from dflash_doctor.checks.base import Evidence, Fix, Skip
 from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs, LogFacts
-from dflash_doctor.kv_math import DraftKv, draft_kv
 from dflash_doctor.sglang_versions import (
+    LAYER_TYPES_SINCE,
     NEW_WINDOW_FLAG,
     OLD_WINDOW_FLAG,
     VersionFacts,
     facts_for,
+    format_version,
     parse_version,
 )
+from dflash_doctor.spans import Behaviour, LayerSpan, SpanModel, served_spans
 
 
 def version_facts(facts: HostFacts) -> VersionFacts | None:
@@ -65,7 +67,10 @@ def config_evidence(cfg: DrafterConfig, key: str, text: str) -> Evidence:
 def sliding_evidence(cfg: DrafterConfig) -> Evidence:
     layers = cfg.sliding_layers
     key = "layer_types" if not cfg.layer_types_derived else "sliding_window"
-    how = "derived from max_window_layers" if cfg.layer_types_derived else "layer_types"
+    how = {
+        "qwen3": "derived as transformers' Qwen3Config does, from max_window_layers",
+        "gpt_oss": "derived as transformers' GptOssConfig does: even layers sliding",
+    }.get(cfg.layer_types_source, "layer_types")
     return config_evidence(
         cfg,
         key,
@@ -209,14 +214,152 @@ def probe_evidence(
     return [Evidence(kind="derived", text=text)], impact
 
 
-def server_draft_kv(facts: HostFacts, cfg: DrafterConfig, context: int, window: int) -> DraftKv:
-    """Draft KV per request per GPU under the server's page size, TP and KV cache dtype."""
+def behaviour(facts: HostFacts) -> Behaviour | None:
+    """Does the host's SGLang build draft layers from layer_types? Its own code decides
+    where it could be read; else the version table; None when neither is known."""
+    code = facts.sglang_code.value
+    if code is not None:
+        where = f"{code.path}:{code.line}" if code.line else code.path
+        return Behaviour(
+            code.honours_layer_types, f"the host's SGLang source {where} ({code.evidence})"
+        )
+    since = format_version(LAYER_TYPES_SINCE)
     launch = facts.launch.value
-    return draft_kv(
-        cfg,
-        context_tokens=context,
-        window=window,
-        page_size=(launch.page_size if launch else None) or 1,
-        tp_size=launch.tp_size if launch else 1,
-        kv_cache_dtype=launch.kv_cache_dtype if launch else None,
+    native = parse_version(launch.parser_version) if launch and launch.parser_version else None
+    if native is not None:
+        # The host's own SGLang answered the launch parse: its version beats a declared one.
+        nf = facts_for(native)
+        return Behaviour(
+            nf.drafter_honours_layer_types,
+            f"version table: SGLang {nf.label} as the host's own sglang reports it "
+            f"(layer_types honoured from {since})",
+        )
+    vf = version_facts(facts)
+    if vf is None:
+        return None
+    return Behaviour(
+        vf.drafter_honours_layer_types,
+        f"version table: SGLang {vf.label} (layer_types honoured from {since})",
+    )
+
+
+def behaviour_evidence(facts: HostFacts, b: Behaviour) -> Evidence:
+    code = facts.sglang_code.value
+    if code is not None:
+        return Evidence(
+            kind="version",
+            text=f"SGLang source: {'honours' if b.honours_layer_types else 'ignores'} "
+            f"layer_types ({code.evidence})",
+            file=code.path,
+            line=code.line,
+        )
+    return version_evidence(facts)
+
+
+def page_size(facts: HostFacts) -> int:
+    """--page-size, else the logged server_args page_size, else SGLang's default 1."""
+    launch = facts.launch.value
+    if launch is not None and launch.page_size:
+        return launch.page_size
+    log = facts.log.value
+    if log is not None:
+        value = log.server_args_fields.get("page_size")
+        if value and value.isdigit():
+            return int(value)
+    return 1
+
+
+def span_model(facts: HostFacts, cfg: DrafterConfig, flag: int | None = None) -> SpanModel:
+    """Trained vs served spans for this host (or, with `flag`, for that window instead)."""
+    b = behaviour(facts)
+    if b is None:
+        why = facts.sglang_version.error or facts.sglang_version.value
+        raise Skip(f"SGLang behaviour unknown (no readable source, version: {why})")
+    if cfg.layer_types_source == "unknown":
+        raise Skip(
+            f"drafter layer types unknown: no layer_types and model_type "
+            f"{cfg.model_type!r} is not one whose derivation is modelled (qwen3, gpt_oss)"
+        )
+    state = window_state(facts)
+    if not state.known:
+        raise Skip("draft window unknown (no launch command, no DFlash log line)")
+    ctx, _ = context_length(facts)
+    return served_spans(
+        behaviour=b,
+        layer_types=cfg.layer_types,
+        sliding_window=cfg.effective_sliding_window,
+        window_flag=state.window if flag is None else flag,
+        page_size=page_size(facts),
+        block_size=cfg.block_size,
+        context=ctx,
+    )
+
+
+def layer_list(spans: list[LayerSpan]) -> str:
+    """`0-4, 6`: layer indices with consecutive runs folded."""
+    runs: list[list[int]] = []
+    for i in sorted(s.layer for s in spans):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def span_evidence(model: SpanModel) -> Evidence:
+    """One line per kind of layer: trained vs served, and who decided the behaviour."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for s in model.layers:
+        groups.setdefault((s.layer_type, s.describe_trained(), s.describe_served()), []).append(
+            s.layer
+        )
+    parts = [
+        f"layer{'s' if len(ids) > 1 else ''} {_fold(ids)} ({kind}): trained {trained}, "
+        f"served {served}"
+        for (kind, trained, served), ids in groups.items()
+    ]
+    ctx = f"context {model.context}" if model.context else "context unknown (taken as long)"
+    flag = f"draft window {model.window_flag}" if model.window_flag else "no draft window"
+    return Evidence(
+        kind="derived",
+        text=f"{'; '.join(parts)} [{ctx}, {flag}, page size {model.page_size}; "
+        f"behaviour from {model.behaviour.source}]",
+    )
+
+
+def _fold(ids: list[int]) -> str:
+    return layer_list([LayerSpan(i, "", None, None, None, "as_trained") for i in ids])
+
+
+def remove_window_fix(facts: HostFacts) -> Fix:
+    launch = facts.launch.value
+    flag = (launch.draft_window_flag if launch else None) or window_flag_for(facts)[0]
+    return Fix(action="remove_flag", flag=flag)
+
+
+SPAN_CHECKS = ("DFD102", "DFD103", "DFD130")
+
+
+def span_mismatch(facts: HostFacts) -> str | None:
+    """Why the served spans differ from the trained ones, or None when they are equal.
+
+    Equal allows what no launch flag can avoid on a build that ignores layer_types: a
+    window at the trained size clamps full_attention layers (DFD103's fix names them).
+    """
+    try:
+        cfg = drafter(facts)
+        model = span_model(facts, cfg)
+    except Skip as skip:
+        return f"served spans unknown: {skip}"
+    bad = model.with_verdict("wider", "truncated")
+    clamped = model.with_verdict("clamped")
+    lesser_evil = not model.behaviour.honours_layer_types and bool(cfg.sliding_layers)
+    if clamped and not lesser_evil:
+        bad = bad + clamped
+    if not bad:
+        return None
+    return "; ".join(
+        f"layer {s.layer} ({s.layer_type}) trained {s.describe_trained()}, "
+        f"served {s.describe_served()}"
+        for s in bad
     )

@@ -1,97 +1,161 @@
-"""Checks on the drafter's sliding window versus the draft window the server runs with."""
+"""Checks that compare each draft layer's trained span with the span SGLang serves.
+
+Every verdict here comes from one model, `dflash_doctor.spans`: per layer, what the drafter
+was trained to attend over (its `sliding_window`, or the whole context) against what the
+host's SGLang serves (from its own `srt/models/dflash.py` where readable, else the version
+table), under the draft window flag, page size and context length. See `spans.py` for the
+SGLang file:line behind each rule.
+
+Retired ids (never reused): DFD101 and DFD108, see `checks/retired.py`.
+"""
 
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import (
-    config_evidence,
+    behaviour_evidence,
     context_length,
     drafter,
     flag_evidence,
+    layer_list,
     probe_evidence,
+    remove_window_fix,
     require_dflash,
-    server_draft_kv,
     set_window_fix,
     sliding_evidence,
+    span_evidence,
+    span_model,
     version_evidence,
     version_facts,
     window_state,
 )
-from dflash_doctor.facts.models import HostFacts
-from dflash_doctor.sglang_versions import LAYER_TYPES_SINCE, format_version
+from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.kv_math import (
+    GIB,
+    draft_bytes_per_token,
+    kv_dtype_bytes,
+    kv_heads_per_gpu,
+    target_bytes_per_token,
+)
+from dflash_doctor.sglang_versions import (
+    DRAFT_CELL_SIZE_SINCE,
+    DRAFT_KV_DTYPE_FLAG,
+    DRAFT_KV_DTYPE_SINCE,
+    LAYER_TYPES_SINCE,
+    format_version,
+)
+from dflash_doctor.spans import SpanModel
 
-# Beyond this many windows of context, the full draft history is mostly waste.
-FAR_BEYOND_WINDOWS = 4
+UPGRADE = format_version(LAYER_TYPES_SINCE)
+
+
+def _reads(model: SpanModel) -> str | None:
+    reads = model.reads_per_step()
+    return f"{reads:,}" if reads is not None else None
 
 
 @check(
-    "DFD101",
-    "sliding-drafter-without-draft-window",
+    "DFD103",
+    "drafter-ignores-layer-types",
     Severity.ERROR,
     needs=("drafter",),
     needs_any=("launch", "log"),
 )
-def sliding_drafter_without_window(facts: HostFacts) -> list[Finding]:
-    """Drafter trained with sliding-window attention, but the server keeps no draft window.
+def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
+    """Sliding-window draft layers attend beyond the window they were trained with.
 
-    **What it finds.** The drafter's `config.json` marks some layers `sliding_attention`
-    (with `sliding_window: N`), yet SGLang runs it with no draft window: neither
-    `--speculative-draft-window-size` (0.5.12+) nor `--speculative-dflash-draft-window-size`
-    (0.5.11) is set, and the DFlash worker logs
-    `Initialized DFLASH draft runner. ... draft_window_size=None, compact_cache=False`.
+    **What it finds.** Per draft layer, the trained span (`sliding_window` W for a
+    `sliding_attention` layer) with the span the host's SGLang serves at the server's
+    context length. It fires when a sliding layer is served more than W tokens: SGLang
+    0.5.11-0.5.13 ignore `layer_types` and build every draft layer with full attention
+    (`srt/models/dflash.py` 0.5.11:112-118, 0.5.13:116-122), so with no draft window, or
+    one larger than W, those layers see the whole context or more than W tokens. Where the
+    host's `srt/models/dflash.py` can be read, its code decides (patched builds), else the
+    version; the evidence says which.
 
-    **Why it hurts.** Nothing fails. The draft worker keeps the full KV history of every
-    request, so long contexts waste GPU memory and drafter compute; and on SGLang
-    0.5.11-0.5.13, whose drafter ignores `layer_types`, the drafter attends over the whole
-    context, outside the distribution it was trained on, and acceptance length drops.
+    **Why it hurts.** Past W tokens the drafter attends outside its training distribution:
+    its proposals drift from the target and acceptance length falls as contexts grow.
 
-    **How to fix.** Launch with the draft window equal to the drafter's `sliding_window`,
-    spelled the way the host's SGLang accepts: `--speculative-draft-window-size 2048` on
-    0.5.12 and newer, `--speculative-dflash-draft-window-size 2048` on 0.5.11. The log then
-    says `draft_window_size=2048, compact_cache=True`.
+    **Example.** A Kimi-K2.6 drafter with 5 sliding layers (W=2048) served by SGLang 0.5.13
+    with the log line `draft_window_size=None, compact_cache=False` at context 131072.
+
+    **How to fix.** Either upgrade SGLang to 0.5.14 or newer (manual; exact: every layer is
+    then served as trained), or set the draft window to W with the spelling the host accepts
+    (`--speculative-draft-window-size 2048`; `--speculative-dflash-draft-window-size` on
+    0.5.11). The window is exact when every layer is sliding with one window (up to
+    page_size - 1 older tokens of page alignment); it also clamps every `full_attention`
+    layer to W tokens, which the fix names.
+
+    **Fix safety.** The window flag only changes what the draft attends over; it never
+    changes the target's output. It saves no KV memory (the draft pool has one slot per
+    target token in every release).
+
+    **Versions.** Fires on 0.5.11-0.5.13 (and builds whose `dflash.py` ignores
+    `layer_types`); never on 0.5.14+, where sliding layers keep W.
     """
     require_dflash(facts)
     cfg = drafter(facts)
     window = cfg.effective_sliding_window
     if not cfg.sliding_layers or window is None:
         raise Skip("drafter has no sliding_attention layers")
-    state = window_state(facts)
-    if state.window is not None:
+    model = span_model(facts, cfg)
+    wider = model.with_verdict("wider")
+    if not wider:
         return []
-    evidence = [sliding_evidence(cfg), *state.evidence]
-    vf = version_facts(facts)
-    impact: dict[str, float | int | str] = {"drafter_sliding_window": window}
-    if vf is not None and not vf.drafter_honours_layer_types:
-        evidence.append(version_evidence(facts))
-        impact["drafter_attention"] = "full context (this SGLang ignores layer_types)"
+    b = model.behaviour
+    state = window_state(facts)
+    evidence = [sliding_evidence(cfg), *state.evidence, behaviour_evidence(facts, b)]
     ctx, ctx_evidence = context_length(facts)
-    if ctx is not None and ctx_evidence is not None:
-        kv = server_draft_kv(facts, cfg, ctx, window)
+    if ctx_evidence is not None:
         evidence.append(ctx_evidence)
-        full = kv.as_impact()
-        # The headline numbers; DFD108 gives the whole memory picture.
-        for key in (
-            "context_tokens",
-            "draft_kv_full_gib_per_request_per_gpu",
-            "draft_kv_windowed_gib_per_request_per_gpu",
-        ):
-            impact[key] = full[key]
+    evidence.append(span_evidence(model))
     probed, probe_impact = probe_evidence(facts, ctx)
     evidence.extend(probed)
+    fixed = span_model(facts, cfg, flag=window)
+    clamped = fixed.with_verdict("clamped")
+    fix_note = (
+        f"also clamps full_attention layer(s) {layer_list(clamped)} to about {window} tokens; "
+        f"upgrading to {UPGRADE} serves every layer as trained"
+        if clamped
+        else "exact: every draft layer is sliding with this window"
+        + (
+            f" (up to {fixed.page_slack} older tokens of page alignment)"
+            if fixed.page_slack
+            else ""
+        )
+    )
+    window_fix = set_window_fix(facts, window)
+    window_fix = window_fix.model_copy(
+        update={"note": "; ".join(n for n in (window_fix.note, fix_note) if n)}
+    )
+    impact: dict[str, float | int | str] = {
+        "Sliding layers served beyond their window": layer_list(wider),
+        "Trained window (tokens)": window,
+        "Served span": wider[0].describe_served(),
+    }
+    reads, reads_fixed = _reads(model), _reads(fixed)
+    if reads and reads_fixed:
+        impact["Draft attention reads per step (KV entries, all layers)"] = (
+            f"{reads} served, {reads_fixed} with the window"
+        )
     impact.update(probe_impact)
+    if state.window is None:
+        told = "with no draft window"
+    else:
+        told = f"with a draft window of {state.window} tokens, above the trained {window}"
     return [
         Finding(
-            check_id="DFD101",
+            check_id="DFD103",
             severity=Severity.ERROR,
-            title="Drafter trained with a sliding window runs without a draft window",
+            title=f"Draft layers {layer_list(wider)} attend beyond their {window}-token window",
             message=(
-                f"{len(cfg.sliding_layers)} of {cfg.num_hidden_layers} drafter layers were "
-                f"trained with sliding_window={window}, but the server keeps the full draft "
-                "KV history (draft_window_size=None, compact_cache=False)."
+                f"This SGLang ignores the drafter's layer_types (decided by {b.source}), so "
+                f"{len(wider)} sliding_attention layers trained on {window} tokens are served "
+                f"{wider[0].describe_served()} {told}."
             ),
             evidence=evidence,
             impact=impact,
-            fixes=[set_window_fix(facts, window)],
+            fixes=[Fix(action="upgrade_sglang", value=UPGRADE), window_fix],
         )
     ]
 
@@ -99,105 +163,151 @@ def sliding_drafter_without_window(facts: HostFacts) -> list[Finding]:
 @check(
     "DFD102",
     "draft-window-differs-from-sliding-window",
-    Severity.WARNING,
+    Severity.ERROR,
     needs=("drafter",),
     needs_any=("launch", "log"),
 )
 def window_differs(facts: HostFacts) -> list[Finding]:
-    """The draft window is set, but not to the drafter's trained `sliding_window`.
+    """The draft window is smaller than a trained sliding window: it truncates those layers.
 
-    **What it finds.** `--speculative-draft-window-size` (or the 0.5.11 spelling, or the
-    logged `draft_window_size=`) differs from the `sliding_window` in the drafter's
-    `config.json`.
+    **What it finds.** Per sliding draft layer, the trained window W with the span the
+    draft worker's compact view leaves it: `_compute_compact_draft_seq_lens` clamps every
+    layer to the flag's N tokens (plus up to page_size - 1 of page alignment;
+    speculative/dflash_worker.py 0.5.11:423-439, dflash_worker_v2.py 0.5.23:1209-1225).
+    With N < W the layer sees less than it was trained to use.
 
-    **Why it hurts.** A smaller window truncates context the drafter was trained to see,
-    which lowers acceptance (an error). A larger window keeps KV the drafter never attends
-    to, wasting GPU memory (a warning).
+    **Why it hurts.** The drafter loses context it was trained on; acceptance drops.
 
-    **How to fix.** Set the draft window to the drafter's `sliding_window`.
+    **Example.** `--speculative-draft-window-size 512` with a drafter whose
+    `sliding_window` is 2048.
+
+    **How to fix.** On 0.5.14 and newer remove the flag: sliding layers then keep their own
+    window and full layers see the whole context. On 0.5.11-0.5.13 set it to W (the flag is
+    what limits the sliding layers there).
+
+    **Fix safety.** Only the draft's attention span changes; the target is untouched.
+
+    **Versions.** Every release with the flag (0.5.11+). Changed meaning, said here so no
+    one is surprised: until issue 9 this check also warned when the window was *larger*
+    than W, claiming wasted draft KV memory; the window never saved memory, so that half
+    was dropped (0.5.11-0.5.13 with a larger window: DFD103; 0.5.14+: DFD130).
     """
     require_dflash(facts)
     cfg = drafter(facts)
     window = cfg.effective_sliding_window
-    if window is None:
+    if window is None or not cfg.sliding_layers:
         raise Skip("drafter has no sliding window")
-    state = window_state(facts)
-    if state.window is None or state.window == window:
+    model = span_model(facts, cfg)
+    truncated = model.with_verdict("truncated")
+    if not truncated or model.window_flag is None:
         return []
-    smaller = state.window < window
+    b = model.behaviour
+    state = window_state(facts)
+    clamped = model.with_verdict("clamped")
+    fix = remove_window_fix(facts) if b.honours_layer_types else set_window_fix(facts, window)
+    also = f"; it also clamps full_attention layer(s) {layer_list(clamped)}" if clamped else ""
     return [
         Finding(
             check_id="DFD102",
-            severity=Severity.ERROR if smaller else Severity.WARNING,
-            title=(
-                "Draft window is smaller than the drafter's sliding window"
-                if smaller
-                else "Draft window is larger than the drafter's sliding window"
-            ),
+            severity=Severity.ERROR,
+            title=f"Draft window {model.window_flag} truncates sliding layers "
+            f"{layer_list(truncated)} (trained on {window} tokens)",
             message=(
-                f"The server's draft window is {state.window} tokens; the drafter was trained "
-                f"with sliding_window={window}. "
+                f"The draft window keeps {truncated[0].describe_served()} but the drafter was "
+                f"trained with sliding_window={window}{also}. "
                 + (
-                    "It cannot see context it was trained to use."
-                    if smaller
-                    else "The extra draft KV is never attended to."
+                    f"This SGLang honours layer_types ({b.source}): without the flag every "
+                    "layer is served as trained."
+                    if b.honours_layer_types
+                    else f"Set it to {window}."
                 )
             ),
-            evidence=[sliding_evidence(cfg), *state.evidence],
-            impact={"draft_window": state.window, "drafter_sliding_window": window},
-            fixes=[set_window_fix(facts, window)],
+            evidence=[
+                sliding_evidence(cfg),
+                *state.evidence,
+                behaviour_evidence(facts, b),
+                span_evidence(model),
+            ],
+            impact={
+                "Draft window (tokens)": model.window_flag,
+                "Trained window (tokens)": window,
+                "Truncated layers": layer_list(truncated),
+            },
+            fixes=[fix],
         )
     ]
 
 
 @check(
-    "DFD103",
-    "drafter-ignores-layer-types",
-    Severity.ERROR,
-    needs=("drafter", "sglang_version"),
+    "DFD130",
+    "draft-window-clamps-full-attention-layers",
+    Severity.WARNING,
+    needs=("drafter",),
+    needs_any=("launch", "log"),
 )
-def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
-    """The host's SGLang builds every drafter layer with full attention (ignores `layer_types`).
+def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
+    """The draft window clamps full_attention draft layers that were trained on the whole context.
 
-    **What it finds.** SGLang 0.5.11 to 0.5.13 construct the DFlash drafter without reading
-    `layer_types`, so layers trained as `sliding_attention` attend over the whole context,
-    whatever `sliding_window` says.
+    **What it finds.** Per `full_attention` draft layer, its trained span (the whole
+    context) with the compact view the window flag gives every layer: N tokens plus up to
+    page_size - 1 (`_compute_compact_draft_seq_lens`, speculative/dflash_worker.py
+    0.5.11:423-439, dflash_worker_v2.py 0.5.14:511-527). The flag does not touch the
+    drafter's layers; it shortens the draft worker's req->token view, for all of them.
 
-    **Why it hurts.** On long prompts the drafter sees far more context than in training;
-    its proposals drift from the target and acceptance length falls. With no draft window
-    set, the drafter also holds the full KV history (see DFD101).
+    **Why it hurts.** Those layers lose the long-range context they were trained on, so
+    acceptance on long prompts drops.
 
-    **How to fix.** Upgrade SGLang to 0.5.14 or newer, where the drafter honours
-    `layer_types`. Until then, set the draft window to `sliding_window` so the compacted
-    draft cache limits what the drafter can attend to.
+    **Example.** z-lab's Qwen3-8B-DFlash-b16 (all layers full) or a Kimi drafter with one
+    full layer, launched with `--speculative-draft-window-size 2048` at context 131072.
+
+    **How to fix.** On 0.5.14 and newer remove the flag: SGLang then serves sliding layers
+    with their own window and full layers over the whole context (exact). On 0.5.11-0.5.13
+    with sliding layers the flag stays as the lesser evil (without it the sliding layers
+    see the whole context, DFD103); upgrade to 0.5.14+ and then remove it. A drafter with
+    no sliding layer gains nothing from the flag on any version: remove it.
+
+    **Fix safety.** Only the draft's attention span changes; the target is untouched.
+
+    **Versions.** Every release with the flag (0.5.11+). Not raised when DFD102 or DFD103
+    already report the same flag.
     """
     require_dflash(facts)
     cfg = drafter(facts)
-    window = cfg.effective_sliding_window
-    if not cfg.sliding_layers or window is None:
-        raise Skip("drafter has no sliding_attention layers")
-    vf = version_facts(facts)
-    if vf is None:
-        raise Skip(f"SGLang version not understood: {facts.sglang_version.value}")
-    if vf.drafter_honours_layer_types:
+    model = span_model(facts, cfg)
+    clamped = model.with_verdict("clamped")
+    if not clamped or model.window_flag is None:
         return []
-    fixes = [Fix(action="upgrade_sglang", value=format_version(LAYER_TYPES_SINCE))]
+    if model.with_verdict("wider", "truncated"):
+        return []  # DFD102/DFD103 own this flag and name these layers: one finding per cause
+    b = model.behaviour
     state = window_state(facts)
-    if state.window != window:
-        fixes.append(set_window_fix(facts, window))
+    lesser_evil = not b.honours_layer_types and bool(cfg.sliding_layers)
+    fixes = (
+        [Fix(action="upgrade_sglang", value=UPGRADE)] if lesser_evil else [remove_window_fix(facts)]
+    )
+    if lesser_evil:
+        tail = (
+            f" On this SGLang ({b.source}) the flag stays as the lesser evil: without it the "
+            f"sliding layers {layer_list(model.with_verdict('as_trained'))} would see the "
+            f"whole context. Upgrade to {UPGRADE}+, then remove the flag."
+        )
+    else:
+        tail = " Remove the flag: every layer is then served as trained."
     return [
         Finding(
-            check_id="DFD103",
-            severity=Severity.ERROR,
-            title=f"SGLang {vf.label} runs the sliding-window drafter with full attention",
+            check_id="DFD130",
+            severity=Severity.WARNING,
+            title=f"Draft window {model.window_flag} clamps full_attention layer(s) "
+            f"{layer_list(clamped)}",
             message=(
-                f"SGLang {vf.label} ignores the drafter's layer_types: its "
-                f"{len(cfg.sliding_layers)} sliding_attention layers attend over the whole "
-                "context instead of the last "
-                f"{window} tokens."
+                f"full_attention layer(s) {layer_list(clamped)} were trained over the whole "
+                f"context but are served {clamped[0].describe_served()}." + tail
             ),
-            evidence=[sliding_evidence(cfg), version_evidence(facts), *state.evidence],
-            impact={"drafter_sliding_window": window},
+            evidence=[*state.evidence, behaviour_evidence(facts, b), span_evidence(model)],
+            impact={
+                "Clamped layers": layer_list(clamped),
+                "Served span": clamped[0].describe_served(),
+            },
             fixes=fixes,
         )
     ]
@@ -286,72 +396,128 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
 
 
 @check(
-    "DFD108",
-    "long-context-without-compaction",
-    Severity.WARNING,
+    "DFD131",
+    "draft-kv-memory",
+    Severity.INFO,
     needs=("drafter",),
     needs_any=("launch", "log"),
 )
-def long_context_without_compaction(facts: HostFacts) -> list[Finding]:
-    """Context length is far beyond the drafter's window, and the draft cache is not compacted.
+def draft_kv_memory(facts: HostFacts) -> list[Finding]:
+    """What the draft KV cache costs per token and per GPU, and the lever this SGLang has.
 
-    **What it finds.** The server's context length (`--context-length`, else the target's
-    `max_position_embeddings`) is at least four times the drafter's `sliding_window`, and no
-    draft window is set, so every request may hold draft KV for its whole context.
+    **What it finds.** The draft pool's bytes per token slot on one GPU (2 x draft
+    layers x KV heads per GPU x head_dim x KV dtype bytes; `dflash_draft_cell_size_per_token`,
+    speculative/dflash_utils.py 0.5.18:139-151) with the target's, giving the share of the
+    KV budget the draft takes. The draft pool has one slot per target token in every
+    release (the draft shares the target's KV index space: speculative/dflash_worker.py
+    0.5.11:87-98), so the share holds at any context and with or without a draft window.
 
-    **Why it hurts.** The draft KV pool is sized for full histories: memory that could hold
-    more concurrent requests or longer target contexts is spent on draft KV the drafter was
-    trained not to use. The finding gives the numbers per request and per GPU at the
-    server's `--max-running-requests`.
+    **Why it hurts.** That share is KV capacity the target does not get: fewer concurrent
+    requests or shorter contexts. The draft window does **not** change it.
 
-    **How to fix.** Set the draft window to `sliding_window` (the same fix as DFD101).
+    **Example.** A 6-layer drafter with 8 KV heads at TP 8 in bf16: 3072 B per token per
+    GPU beside Kimi-K2.6's 70272 B (MLA), about 4% of the KV budget.
+
+    **How to fix.** From 0.5.18: `--speculative-draft-kv-cache-dtype fp8_e4m3` halves the
+    draft pool (its help text, server_args.py 0.5.18:2187-2200), then raise
+    `--mem-fraction-static` to turn the freed memory into KV capacity. Before 0.5.18 the
+    draft follows `--kv-cache-dtype` (target and draft together). Listed as a manual step:
+    an fp8 draft cache can change acceptance, measure it.
+
+    **Fix safety.** A dtype change of the draft cache only; verify acceptance afterwards.
+
+    **Versions.** Every release. Replaces DFD108, which wrongly promised that a draft window
+    saves KV memory. Before 0.5.18 SGLang budgets the draft by scaling the target's bytes
+    per token by (target + draft layers) / target layers (dflash_utils.py 0.5.11:51-89).
     """
     require_dflash(facts)
     cfg = drafter(facts)
-    window = cfg.effective_sliding_window
-    if window is None:
-        raise Skip("drafter has no sliding window")
-    state = window_state(facts)
-    if state.window is not None:
-        return []
-    ctx, ctx_evidence = context_length(facts)
-    if ctx is None or ctx_evidence is None:
-        raise Skip("context length unknown (no --context-length, no target config)")
-    if ctx < FAR_BEYOND_WINDOWS * window:
-        return []
     launch = facts.launch.value
-    kv = server_draft_kv(facts, cfg, ctx, window)
-    impact: dict[str, float | int | str] = dict(
-        kv.as_impact(launch.max_running_requests if launch else None)
-    )
-    probed, probe_impact = probe_evidence(facts, ctx)
-    impact.update(probe_impact)
-    per_req = impact["draft_kv_full_gib_per_request_per_gpu"]
-    win_req = impact["draft_kv_windowed_gib_per_request_per_gpu"]
-    return [
-        Finding(
-            check_id="DFD108",
-            severity=Severity.WARNING,
-            title=f"Context {ctx} is {ctx // window}x the drafter window with no draft compaction",
-            message=(
-                f"At {ctx} tokens each request holds {per_req} GiB of draft KV per GPU; with a "
-                f"{window}-token draft window it would hold {win_req} GiB."
+    tp = launch.tp_size if launch else 1
+    draft_dtype_flag = argv_value(launch, DRAFT_KV_DTYPE_FLAG) if launch else None
+    kv_dtype = launch.kv_cache_dtype if launch else None
+    vf = version_facts(facts)
+    has_lever = vf is not None and vf.version >= DRAFT_KV_DTYPE_SINCE
+    draft_dtype = draft_dtype_flag if has_lever and draft_dtype_flag else kv_dtype
+    per_token = draft_bytes_per_token(cfg, tp_size=tp, kv_dtype=draft_dtype)
+    elem = kv_dtype_bytes(draft_dtype, cfg.dtype)
+    evidence = [
+        Evidence(
+            kind="derived",
+            text=(
+                f"draft KV per token per GPU: 2 x {cfg.num_hidden_layers} layers x "
+                f"{kv_heads_per_gpu(cfg.num_key_value_heads, tp)} KV heads (of "
+                f"{cfg.num_key_value_heads}, TP {tp}) x {cfg.head_dim} head_dim x {elem:g} B "
+                f"= {int(per_token)} B; one slot per target token, with or without a draft "
+                "window"
             ),
-            evidence=[
-                ctx_evidence,
-                config_evidence(cfg, "sliding_window", f"sliding_window={window}"),
-                Evidence(
-                    kind="derived",
-                    text=(
-                        f"draft KV per token per GPU: 2 x {cfg.num_hidden_layers} layers x "
-                        f"{cfg.num_key_value_heads} kv heads / tp {kv.tp_size} x "
-                        f"{cfg.head_dim} head_dim x dtype bytes = {int(kv.bytes_per_token)} B"
-                    ),
-                ),
-                *state.evidence,
-                *probed,
-            ],
-            impact=impact,
-            fixes=[set_window_fix(facts, window)],
         )
     ]
+    impact: dict[str, float | int | str] = {
+        "Draft KV per token per GPU (bytes)": int(per_token),
+    }
+    ctx, ctx_evidence = context_length(facts)
+    if ctx is not None and ctx_evidence is not None:
+        evidence.append(ctx_evidence)
+        impact["Draft KV per full-context request per GPU (GiB)"] = round(per_token * ctx / GIB, 3)
+        if launch is not None and launch.max_running_requests:
+            impact["Draft KV at max running requests per GPU (GiB)"] = round(
+                per_token * ctx * launch.max_running_requests / GIB, 2
+            )
+    target = facts.target.value
+    share: float | None = None
+    if vf is not None and vf.version < DRAFT_CELL_SIZE_SINCE and target is not None:
+        share = cfg.num_hidden_layers / (target.num_hidden_layers + cfg.num_hidden_layers)
+        impact["Draft share of the KV budget"] = (
+            f"{share:.1%} (SGLang {vf.label} scales the target's bytes/token by layer count)"
+        )
+    elif target is not None:
+        target_bytes = target_bytes_per_token(target, tp_size=tp, kv_dtype=kv_dtype)
+        if target_bytes:
+            share = per_token / (per_token + target_bytes)
+            impact["Target KV per token per GPU (bytes)"] = int(target_bytes)
+            impact["Draft share of the KV budget"] = f"{share:.1%}"
+    fixes: list[Fix] = []
+    if has_lever and (draft_dtype_flag or "auto") not in ("fp8_e4m3", "fp8_e5m2"):
+        lever = (
+            f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3 (halves the draft pool), then raise "
+            "--mem-fraction-static to turn the freed memory into KV capacity; measure "
+            "acceptance after"
+        )
+        fixes.append(Fix(action="manual", flag=DRAFT_KV_DTYPE_FLAG, value="fp8_e4m3", note=lever))
+    elif vf is not None and not has_lever:
+        lever = (
+            f"SGLang {vf.label} has no draft-only KV dtype ({DRAFT_KV_DTYPE_FLAG} arrives in "
+            f"{format_version(DRAFT_KV_DTYPE_SINCE)}); --kv-cache-dtype fp8_e4m3 shrinks "
+            "target and draft together"
+        )
+    else:
+        lever = "the draft KV cache already uses fp8" if has_lever else "SGLang version unknown"
+    share_text = f", {share:.1%} of the KV budget" if share is not None else ""
+    return [
+        Finding(
+            check_id="DFD131",
+            severity=Severity.INFO,
+            title=f"Draft KV cache: {int(per_token)} B per token per GPU{share_text}",
+            message=(
+                f"The draft pool holds one slot per target token ({int(per_token)} B per "
+                f"token per GPU{share_text}); a draft window does not change it. "
+                f"Lever: {lever}."
+            ),
+            evidence=evidence,
+            impact=impact,
+            fixes=fixes,
+        )
+    ]
+
+
+def argv_value(launch: LaunchArgs, flag: str) -> str | None:
+    """The value of `flag` in the launch argv (`--flag V` or `--flag=V`), last one wins."""
+    value: str | None = None
+    argv = launch.argv
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value

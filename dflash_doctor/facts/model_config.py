@@ -103,6 +103,19 @@ def _rope_theta(obj: dict[str, Any]) -> float | None:
     return None
 
 
+# Defaults of the transformers config classes, read in transformers 5.25.0 (the SGLang
+# wheels pin 5.6.0-5.12.1; these lines are unchanged there):
+# models/qwen3/configuration_qwen3.py:76-78 (use_sliding_window False, sliding_window 4096,
+# max_window_layers 28), :86 (sliding_window dropped unless use_sliding_window), :90-95
+# (layer i sliding when sliding_window is set and i >= max_window_layers);
+# models/gpt_oss/configuration_gpt_oss.py:59 (sliding_window 128), :84-87 (layer i sliding
+# when (i + 1) % 2, i.e. even layers sliding, odd layers full).
+QWEN3_DEFAULT_SLIDING_WINDOW = 4096
+QWEN3_DEFAULT_MAX_WINDOW_LAYERS = 28
+GPT_OSS_DEFAULT_SLIDING_WINDOW = 128
+DERIVED_MODEL_TYPES = ("qwen3", "gpt_oss")
+
+
 def derive_layer_types(
     num_layers: int, sliding_window: int | None, use_sliding_window: bool, max_window_layers: int
 ) -> list[str]:
@@ -118,6 +131,55 @@ def derive_layer_types(
     ]
 
 
+def derive_gpt_oss_layer_types(num_layers: int) -> list[str]:
+    """GptOssConfig: `"sliding_attention" if bool((i + 1) % 2) else "full_attention"`."""
+    return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(num_layers)]
+
+
+def is_nemotron_35_draft(obj: dict[str, Any], dflash: dict[str, Any]) -> bool:
+    """SGLang's `is_nemotron_35_draft_config`, speculative/dflash_utils.py (0.5.19:469-500,
+    0.5.23:461-498): only these drafters may carry their window as
+    `dflash_config.swa_window_size`."""
+    archs = obj.get("architectures") or []
+    if not isinstance(archs, list) or not {"DFlashDraftModel", "Qwen3DSparkModel"} & set(
+        a for a in archs if isinstance(a, str)
+    ):
+        return False
+    if not obj.get("has_embed_tokens") or obj.get("has_lm_head"):
+        return False
+    quant = obj.get("quantization_config") or {}
+    if not isinstance(quant, dict) or quant.get("quant_algo") != "W4A16_NVFP4":
+        return False
+    targets = dflash.get("target_layer_ids", obj.get("target_layer_ids"))
+    aux = obj.get("eagle_aux_hidden_state_layer_ids")
+    if not isinstance(targets, list) or not isinstance(aux, list) or not targets or not aux:
+        return False
+    if len(targets) != len(aux):
+        return False
+    try:
+        if any(int(t) + 1 != int(a) for t, a in zip(targets, aux, strict=True)):
+            return False
+    except (TypeError, ValueError):
+        return False
+    return dflash.get("sample_from_anchor", obj.get("sample_from_anchor", True)) is False
+
+
+def _resolved_window(
+    model_type: str | None, obj: dict[str, Any], use_sw: bool
+) -> tuple[int | None, str]:
+    """The `sliding_window` the transformers config class leaves for SGLang to read."""
+    raw = _int(obj, "sliding_window")
+    if model_type == "qwen3":
+        if not use_sw:
+            return None, "use_sliding_window"
+        if raw is None:
+            return QWEN3_DEFAULT_SLIDING_WINDOW, "Qwen3Config default"
+        return raw, "sliding_window"
+    if model_type == "gpt_oss" and raw is None:
+        return GPT_OSS_DEFAULT_SLIDING_WINDOW, "GptOssConfig default"
+    return raw, "sliding_window"
+
+
 def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     obj = _load_object(data)
     num_layers = _req_int(obj, "num_hidden_layers")
@@ -130,17 +192,39 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     use_sw = obj.get("use_sliding_window", False)
     if not isinstance(use_sw, bool):
         raise FactError(f"key 'use_sliding_window' should be true or false, got {use_sw!r}")
+    model_type = obj.get("model_type") if isinstance(obj.get("model_type"), str) else None
     sliding_window = _int(obj, "sliding_window")
     max_window_layers = _int(obj, "max_window_layers")
+    dflash = obj.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise FactError("key 'dflash_config' should be an object")
+    window, window_source = _resolved_window(model_type, obj, use_sw)
+    swa = _int(dflash, "swa_window_size")
+    if window is None and swa is not None and is_nemotron_35_draft(obj, dflash):
+        # SGLang 0.5.19+ reads it when sliding_window is absent: dflash_utils.py
+        # get_dflash_attention_sliding_window_size (0.5.19:418, 0.5.23:409-410).
+        window, window_source = swa, "dflash_config.swa_window_size"
     layer_types = _str_list(obj, "layer_types")
     derived = layer_types is None
+    source = "config"
     if layer_types is None:
-        layer_types = derive_layer_types(
-            num_layers,
-            sliding_window,
-            use_sw,
-            max_window_layers if max_window_layers is not None else num_layers,
-        )
+        if model_type == "qwen3":
+            source = "qwen3"
+            layer_types = derive_layer_types(
+                num_layers,
+                window,
+                use_sw,
+                max_window_layers
+                if max_window_layers is not None
+                else QWEN3_DEFAULT_MAX_WINDOW_LAYERS,
+            )
+        elif model_type == "gpt_oss":
+            source = "gpt_oss"
+            layer_types = derive_gpt_oss_layer_types(num_layers)
+        else:
+            # transformers' class for this model_type is not modelled: say so, never guess.
+            source = "unknown"
+            layer_types = []
     elif len(layer_types) != num_layers:
         raise FactError(
             f"layer_types has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
@@ -149,19 +233,24 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     if unknown:
         raise FactError(f"layer_types has unknown attention types {unknown}")
 
-    dflash = obj.get("dflash_config") or {}
-    if not isinstance(dflash, dict):
-        raise FactError("key 'dflash_config' should be an object")
     block_size = _int(dflash, "block_size")
     block_key = "dflash_config.block_size" if block_size is not None else None
     if block_size is None:
         block_size = _int(obj, "block_size")
         block_key = "block_size" if block_size is not None else None
+    # SGLang reads dflash_config first, then the top level, for both num_target_layers and
+    # block_size: speculative/dflash_utils.py parse_dflash_draft_config (0.5.11:323-337,
+    # 0.5.14:480-493, 0.5.23:598-612).
+    num_target_layers = _int(dflash, "num_target_layers")
+    ntl_key = "dflash_config.num_target_layers" if num_target_layers is not None else None
+    if num_target_layers is None:
+        num_target_layers = _int(obj, "num_target_layers")
+        ntl_key = "num_target_layers" if num_target_layers is not None else None
     dtype = obj.get("torch_dtype", obj.get("dtype"))
     return DrafterConfig(
         path=path,
         architectures=_str_list(obj, "architectures") or [],
-        model_type=obj.get("model_type") if isinstance(obj.get("model_type"), str) else None,
+        model_type=model_type,
         hidden_size=hidden,
         num_hidden_layers=num_layers,
         num_attention_heads=heads,
@@ -179,8 +268,13 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         block_size_key=block_key,
         target_layer_ids=_int_list(dflash, "target_layer_ids"),
         mask_token_id=_int(dflash, "mask_token_id"),
-        num_target_layers=_int(obj, "num_target_layers"),
+        num_target_layers=num_target_layers,
         key_lines=_key_lines(data),
+        layer_types_source=source,
+        sliding_window_resolved=window if window is not None and window > 0 else None,
+        sliding_window_source=window_source,
+        swa_window_size=swa,
+        num_target_layers_key=ntl_key,
     )
 
 
@@ -199,4 +293,15 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         vocab_size=_int(text, "vocab_size"),
         max_position_embeddings=_int(text, "max_position_embeddings"),
         key_lines=_key_lines(data),
+        dtype=_dtype(text) or _dtype(obj),
+        num_attention_heads=_int(text, "num_attention_heads"),
+        num_key_value_heads=_int(text, "num_key_value_heads"),
+        head_dim=_int(text, "head_dim"),
+        kv_lora_rank=_int(text, "kv_lora_rank"),
+        qk_rope_head_dim=_int(text, "qk_rope_head_dim"),
     )
+
+
+def _dtype(obj: dict[str, Any]) -> str | None:
+    value = obj.get("torch_dtype", obj.get("dtype"))
+    return value if isinstance(value, str) else None

@@ -56,6 +56,17 @@ class DrafterConfig(BaseModel):
     mask_token_id: int | None = None
     num_target_layers: int | None = None
     key_lines: dict[str, int] = Field(default_factory=dict)
+    # How the layer types were decided: "config" (layer_types in the file), "qwen3" or
+    # "gpt_oss" (derived as that transformers config class does), "unknown" (absent, and
+    # the model_type's derivation is not known: no guess is made, layer_types is empty).
+    layer_types_source: str = "config"
+    # The window SGLang reads for sliding layers after transformers resolved the config
+    # (Qwen3Config drops it unless use_sliding_window; defaults fill absent keys), and
+    # the key it came from. Set by the parser; None/None on a hand-built config.
+    sliding_window_resolved: int | None = None
+    sliding_window_source: str | None = None
+    swa_window_size: int | None = None
+    num_target_layers_key: str | None = None
 
     @property
     def sliding_layers(self) -> list[int]:
@@ -66,6 +77,8 @@ class DrafterConfig(BaseModel):
 
     @property
     def effective_sliding_window(self) -> int | None:
+        if self.sliding_window_source is not None:
+            return self.sliding_window_resolved
         # transformers' Qwen3Config keeps sliding_window only when use_sliding_window is true;
         # a sliding layer with no window attends over the full context.
         if not self.use_sliding_window or self.sliding_window is None or self.sliding_window <= 0:
@@ -87,6 +100,13 @@ class TargetConfig(BaseModel):
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
     key_lines: dict[str, int] = Field(default_factory=dict)
+    # KV geometry, for the share of the KV budget the draft takes (kv_math).
+    dtype: str | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
@@ -185,6 +205,15 @@ class Gpu(BaseModel):
     driver_version: str | None = None
 
 
+class SGLangCode(BaseModel):
+    """What the host's installed SGLang source says, read as text (never imported)."""
+
+    path: str  # the srt/models/dflash.py that was read
+    honours_layer_types: bool
+    evidence: str  # the line that decided, or why none did
+    line: int | None = None
+
+
 class HostFacts(BaseModel):
     """Everything gathered from one host; the only input of the checks."""
 
@@ -201,5 +230,9 @@ class HostFacts(BaseModel):
         default_factory=lambda: Fact[TargetConfig].missing("not gathered")
     )
     log: Fact[LogFacts] = Field(default_factory=lambda: Fact[LogFacts].missing("not gathered"))
+    # The host's installed srt/models/dflash.py, where it could be read beside the dist-info.
+    sglang_code: Fact[SGLangCode] = Field(
+        default_factory=lambda: Fact[SGLangCode].missing("not gathered")
+    )
     # Not asked for unless `check --probe`: then a value, or the reason it could not run.
     probe: Fact[ProbeResult] = Field(default_factory=lambda: Fact[ProbeResult]())

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, TransportError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.plan import FixPlan
@@ -207,6 +208,12 @@ def apply_plan(
             ]
             if still:
                 failure = f"after the relaunch {', '.join(still)} still fail"
+            elif set(plan.check_ids) & set(SPAN_CHECKS):
+                # Success means the re-gathered served spans equal the trained ones
+                # (version, flag and the new log together), not merely compact_cache=True.
+                mismatch = span_mismatch(new_facts)
+                if mismatch is not None:
+                    failure = f"after the relaunch the served spans differ: {mismatch}"
     except DoctorError as e:
         failure = str(e)
     if failure is None:
