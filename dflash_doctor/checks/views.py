@@ -363,3 +363,20 @@ def span_mismatch(facts: HostFacts) -> str | None:
         f"served {s.describe_served()}"
         for s in bad
     )
+
+
+def window_flag_unwanted(facts: HostFacts) -> bool:
+    """True when the draft window flag only harms: on a build that honours layer_types it
+    can only clamp or truncate layers; on one that ignores them, a drafter without sliding
+    layers gains nothing from it. Then the fix for the flag is to remove it."""
+    try:
+        cfg = drafter(facts)
+        model = span_model(facts, cfg)
+    except Skip:
+        return False
+    if model.window_flag is None:
+        return False
+    harmed = bool(model.with_verdict("clamped", "truncated"))
+    if model.behaviour.honours_layer_types:
+        return harmed
+    return harmed and not cfg.sliding_layers

@@ -27,6 +27,7 @@ from dflash_doctor.checks.views import (
     span_model,
     version_evidence,
     version_facts,
+    window_flag_unwanted,
     window_state,
 )
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
@@ -47,6 +48,7 @@ from dflash_doctor.sglang_versions import (
 from dflash_doctor.spans import SpanModel
 
 UPGRADE = format_version(LAYER_TYPES_SINCE)
+FP8_KV = ("fp8_e4m3", "fp8_e5m2")
 
 
 def _reads(model: SpanModel) -> str | None:
@@ -358,8 +360,11 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     evidence = [flag_evidence(launch, used, f"{used} {value}")]
     if facts.sglang_version.value is not None:
         evidence.append(version_evidence(facts))
+    # Where the served spans say this flag should go (DFD102/DFD130), renaming it would fix
+    # the spelling and keep the harm. One cause, one fix: remove it.
+    preferred_fix = Fix(action="remove_flag", flag=used) if window_flag_unwanted(facts) else None
     if used not in accepted:
-        fix = (
+        fix = preferred_fix or (
             Fix(action="replace_flag", flag=preferred, value=value, replaces=used)
             if preferred
             else Fix(action="upgrade_sglang", value="0.5.11")
@@ -389,7 +394,10 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
                     "removed in 0.5.20."
                 ),
                 evidence=evidence,
-                fixes=[Fix(action="replace_flag", flag=preferred, value=value, replaces=used)],
+                fixes=[
+                    preferred_fix
+                    or Fix(action="replace_flag", flag=preferred, value=value, replaces=used)
+                ],
             )
         ]
     return []
@@ -477,8 +485,10 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
             share = per_token / (per_token + target_bytes)
             impact["Target KV per token per GPU (bytes)"] = int(target_bytes)
             impact["Draft share of the KV budget"] = f"{share:.1%}"
+    if (draft_dtype or "auto") in FP8_KV:
+        return []  # the draft KV already uses fp8: the lever is pulled
     fixes: list[Fix] = []
-    if has_lever and (draft_dtype_flag or "auto") not in ("fp8_e4m3", "fp8_e5m2"):
+    if has_lever:
         lever = (
             f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3 (halves the draft pool), then raise "
             "--mem-fraction-static to turn the freed memory into KV capacity; measure "
@@ -492,7 +502,7 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
             "target and draft together"
         )
     else:
-        lever = "the draft KV cache already uses fp8" if has_lever else "SGLang version unknown"
+        lever = f"SGLang version unknown ({DRAFT_KV_DTYPE_FLAG} needs 0.5.18 or newer)"
     share_text = f", {share:.1%} of the KV budget" if share is not None else ""
     return [
         Finding(
