@@ -169,13 +169,15 @@ def _resolved_window(
 ) -> tuple[int | None, str]:
     """The `sliding_window` the transformers config class leaves for SGLang to read."""
     raw = _int(obj, "sliding_window")
+    # A class default fills only an absent key; an explicit null stays None.
+    absent = "sliding_window" not in obj
     if model_type == "qwen3":
         if not use_sw:
             return None, "use_sliding_window"
-        if raw is None:
+        if absent:
             return QWEN3_DEFAULT_SLIDING_WINDOW, "Qwen3Config default"
         return raw, "sliding_window"
-    if model_type == "gpt_oss" and raw is None:
+    if model_type == "gpt_oss" and absent:
         return GPT_OSS_DEFAULT_SLIDING_WINDOW, "GptOssConfig default"
     return raw, "sliding_window"
 
@@ -189,7 +191,9 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     head_dim = _int(obj, "head_dim") or (hidden // heads if heads else 0)
     if num_layers <= 0 or heads <= 0 or kv_heads <= 0 or head_dim <= 0:
         raise FactError("layer, head and head_dim counts must be positive")
-    use_sw = obj.get("use_sliding_window", False)
+    use_sw = obj.get("use_sliding_window")
+    if use_sw is None:
+        use_sw = False  # absent or null: the Qwen3Config default
     if not isinstance(use_sw, bool):
         raise FactError(f"key 'use_sliding_window' should be true or false, got {use_sw!r}")
     model_type = obj.get("model_type") if isinstance(obj.get("model_type"), str) else None

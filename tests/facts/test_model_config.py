@@ -19,7 +19,8 @@ def test_kimi_drafter_fields() -> None:
     assert cfg.sliding_layers == [0, 1, 2, 3, 4]
     assert cfg.effective_sliding_window == 2048
     assert cfg.block_size == 16 and cfg.block_size_key == "dflash_config.block_size"
-    assert cfg.target_layer_ids == [1, 12, 24, 36, 48, 59]
+    # z-lab's build_target_layer_ids(61, 6) (speculative/dflash_utils.py 0.5.14:289-326)
+    assert cfg.target_layer_ids == [1, 12, 24, 35, 47, 58]
     assert cfg.line_of("sliding_window") is not None
 
 
@@ -115,3 +116,78 @@ def test_hostile_drafter_configs(data: bytes, message: str) -> None:
 def test_hostile_target_config() -> None:
     with pytest.raises(FactError, match="hidden_size"):
         parse_target_config(b'{"num_hidden_layers": 3}', "t.json")
+
+
+def _cfg(**obj: object) -> bytes:
+    base: dict[str, object] = {"num_hidden_layers": 4, "num_attention_heads": 4, "hidden_size": 64}
+    base.update(obj)
+    return json.dumps(base).encode()
+
+
+def test_gpt_oss_layer_types_as_gptossconfig() -> None:
+    """transformers 5.25.0 models/gpt_oss/configuration_gpt_oss.py:59 (sliding_window 128)
+    and :84-87 ((i + 1) % 2 -> sliding)."""
+    cfg = parse_drafter_config(_cfg(model_type="gpt_oss"), "c.json")
+    assert cfg.layer_types == ["sliding_attention", "full_attention"] * 2
+    assert cfg.layer_types_source == "gpt_oss" and cfg.effective_sliding_window == 128
+    own = parse_drafter_config(_cfg(model_type="gpt_oss", sliding_window=256), "c.json")
+    assert own.effective_sliding_window == 256
+
+
+def test_qwen3_defaults_as_qwen3config() -> None:
+    """configuration_qwen3.py:76-78 (sliding_window 4096, max_window_layers 28), :86, :90-95."""
+    cfg = parse_drafter_config(
+        _cfg(model_type="qwen3", num_hidden_layers=30, use_sliding_window=True), "c.json"
+    )
+    assert cfg.effective_sliding_window == 4096
+    assert cfg.sliding_layers == [28, 29]
+    off = parse_drafter_config(_cfg(model_type="qwen3", sliding_window=512), "c.json")
+    assert off.effective_sliding_window is None and off.sliding_layers == []
+
+
+def test_unknown_model_type_is_not_guessed() -> None:
+    cfg = parse_drafter_config(_cfg(model_type="llama", sliding_window=512), "c.json")
+    assert cfg.layer_types_source == "unknown" and cfg.layer_types == []
+
+
+def test_num_target_layers_and_block_size_read_in_dflash_config_first() -> None:
+    """speculative/dflash_utils.py 0.5.11:323-337, 0.5.23:598-612."""
+    cfg = parse_drafter_config(
+        _cfg(
+            num_target_layers=36,
+            block_size=8,
+            dflash_config={"num_target_layers": 61, "block_size": 16},
+        ),
+        "c.json",
+    )
+    assert (cfg.num_target_layers, cfg.num_target_layers_key) == (
+        61,
+        "dflash_config.num_target_layers",
+    )
+    assert (cfg.block_size, cfg.block_size_key) == (16, "dflash_config.block_size")
+
+
+def test_nemotron_35_swa_window_size() -> None:
+    """dflash_utils.py 0.5.19:418 / 0.5.23:409-410 read dflash_config.swa_window_size when
+    sliding_window is absent, for drafters is_nemotron_35_draft_config accepts (0.5.23:461-498)."""
+    nemotron = {
+        "model_type": "qwen3",
+        "use_sliding_window": True,
+        "sliding_window": None,
+        "architectures": ["DFlashDraftModel"],
+        "has_embed_tokens": True,
+        "has_lm_head": False,
+        "quantization_config": {"quant_algo": "W4A16_NVFP4"},
+        "eagle_aux_hidden_state_layer_ids": [2, 10],
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "dflash_config": {
+            "target_layer_ids": [1, 9],
+            "swa_window_size": 1024,
+            "sample_from_anchor": False,
+        },
+    }
+    cfg = parse_drafter_config(_cfg(**nemotron), "c.json")
+    assert cfg.effective_sliding_window == 1024
+    assert cfg.sliding_window_source == "dflash_config.swa_window_size"
+    other = dict(nemotron, has_lm_head=True)
+    assert parse_drafter_config(_cfg(**other), "c.json").effective_sliding_window is None

@@ -31,12 +31,16 @@ def test_seed_log() -> None:
 
 def test_tuned_and_0511_logs() -> None:
     tuned = scan_log([(FIXTURE_HOSTS / "tuned/var/log/sglang/server.log").read_bytes()], "l")
-    assert (tuned.draft_window_size, tuned.compact_cache) == (2048, True)
+    # tuned is 0.5.23 serving the drafter as trained: no draft window
+    assert (tuned.draft_window_size, tuned.compact_cache) == (None, False)
     old = scan_log([(FIXTURE_HOSTS / "v0511/var/log/sglang/server.log").read_bytes()], "l")
     assert old.server_args_fields["speculative_dflash_draft_window_size"] == "2048"
     assert len(old.backend_fallbacks) == 1 and old.dflash_attention_backend == "flashinfer"
     mismatch = scan_log([(FIXTURE_HOSTS / "v0513/var/log/sglang/server.log").read_bytes()], "l")
     assert mismatch.block_size_mismatch is not None
+    # 0.5.13's deprecated alias stores into speculative_draft_window_size
+    # (server_args.py 0.5.13:5921-5928), so the worker keeps that window
+    assert (mismatch.draft_window_size, mismatch.compact_cache) == (4096, True)
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 4096, 1 << 20])
