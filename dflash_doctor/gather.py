@@ -420,9 +420,8 @@ class Gatherer:
         """The installed srt/models/dflash.py beside the sglang dist-info, read as text."""
         source = version.source or ""
         if not source.endswith(".dist-info"):
-            return Fact[SGLangCode].missing(
-                f"{self.host}: SGLang's installed files not located (version: {source or 'none'})"
-            )
+            # Not located (declared version, offline): the version table decides, silently.
+            return Fact[SGLangCode]()
         where = posixpath.join(posixpath.dirname(source), "sglang/srt/models/dflash.py")
         return _attempt(
             self.host,

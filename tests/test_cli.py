@@ -23,8 +23,12 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_demo_reports_seed_finding_and_exits_1() -> None:
     p = run("check", "--demo")
     assert p.returncode == 1, p.stderr
-    assert "DFD101" in p.stdout and "draft_window_size=None" in p.stdout
+    # the seed on 0.5.13: dflash.py 0.5.13:116-122 ignores layer_types, decided from the
+    # host's own installed file; two fixes (upgrade, or the window at 2048)
+    assert "DFD103" in p.stdout and "draft_window_size=None" in p.stdout
+    assert "upgrade SGLang to 0.5.14" in p.stdout
     assert "--speculative-draft-window-size 2048" in p.stdout
+    assert "srt/models/dflash.py" in p.stdout
     assert "sk-fixture" not in p.stdout + p.stderr and "hf_FAKE" not in p.stdout + p.stderr
 
 
@@ -34,7 +38,7 @@ def test_json_schema_is_stable() -> None:
     assert report["schema_version"] == 1 and report["exit_code"] == p.returncode == 1
     host = report["hosts"][0]
     assert set(host) >= {"host", "reachable", "error", "facts", "fact_errors", "results"}
-    result = next(r for r in host["results"] if r["check_id"] == "DFD101")
+    result = next(r for r in host["results"] if r["check_id"] == "DFD103")
     assert set(result) == {"check_id", "name", "severity", "status", "reason", "findings"}
     finding = result["findings"][0]
     assert set(finding) == {
@@ -49,12 +53,21 @@ def test_json_schema_is_stable() -> None:
         "waiver",
     }
     assert finding["fixes"][0] == {
+        "action": "upgrade_sglang",
+        "flag": None,
+        "value": "0.5.14",
+        "replaces": None,
+        "note": None,
+    }
+    window_fix = dict(finding["fixes"][1], note=None)
+    assert window_fix == {
         "action": "set_flag",
         "flag": "--speculative-draft-window-size",
         "value": "2048",
         "replaces": None,
         "note": None,
     }
+    assert "full_attention layer(s) 5" in finding["fixes"][1]["note"]
     assert "sk-fixture" not in p.stdout
 
 
@@ -64,7 +77,7 @@ def test_fail_on_levels_on_demo(fail_on: str, code: int) -> None:
 
 
 def test_fail_on_warning_only_host() -> None:
-    # v0511: DFD103 (error) and DFD107 (warning); select the warning alone.
+    # v0511: DFD107 and DFD130 (warnings), DFD131 (info); select one warning alone.
     host = str(FIXTURE_HOSTS / "v0511")
     assert run("check", "--host-dir", host, "--select", "DFD107").returncode == 0
     assert (
@@ -74,6 +87,8 @@ def test_fail_on_warning_only_host() -> None:
 
 
 def test_tuned_host_passes_and_output_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """tuned: 0.5.23 (dflash.py 0.5.23:166-190 honours layer_types), no window flag, the
+    draft's own fp8 KV cache (server_args.py 0.5.18:2187-2200)."""
     out = tmp_path / "r.json"
     p = run("check", "--host-dir", str(FIXTURE_HOSTS / "tuned"), "--output", str(out))
     assert p.returncode == 0, p.stdout
@@ -94,8 +109,20 @@ def test_usage_errors_exit_2_without_traceback() -> None:
 
 
 def test_explain_and_catalog() -> None:
-    p = run("explain", "dfd101")
-    assert p.returncode == 0 and "How to fix" in p.stdout
+    p = run("explain", "dfd103")
+    assert p.returncode == 0 and "How to fix" in p.stdout and "Versions" in p.stdout
+    p = run("explain", "dfd101")  # retired ids say so, and name what replaced them
+    assert p.returncode == 0 and "retired" in p.stdout and "DFD103" in p.stdout
     p = run("checks")
-    for i in range(101, 109):
-        assert f"DFD{i}" in p.stdout
+    for cid in ("DFD102", "DFD103", "DFD104", "DFD105", "DFD106", "DFD107", "DFD130", "DFD131"):
+        assert cid in p.stdout
+
+
+def test_second_demo_host_on_0523_gives_the_opposite_advice() -> None:
+    """The same launch on 0.5.23 serves every layer as trained (dflash.py 0.5.23:166-190):
+    nothing at warning or above; only the draft KV lever (info)."""
+    p = run("check", "--demo-host", "v0523", "--format", "json")
+    assert p.returncode == 0, p.stdout
+    findings = [f for r in json.loads(p.stdout)["hosts"][0]["results"] for f in r["findings"]]
+    assert [(f["check_id"], f["severity"]) for f in findings] == [("DFD131", "info")]
+    assert run("check", "--demo-host", "nope").returncode == 2
