@@ -26,8 +26,13 @@ def seed_copy(tmp_path: Path) -> Path:
 
 def test_seed_facts() -> None:
     f = gather_dir(DEMO_HOST)
-    assert f.sglang_version.value == "0.5.23"
-    assert f.sglang_version.source and f.sglang_version.source.endswith("sglang-0.5.23.dist-info")
+    assert f.sglang_version.value == "0.5.13"
+    assert f.sglang_version.source and f.sglang_version.source.endswith("sglang-0.5.13.dist-info")
+    # the installed srt/models/dflash.py beside the dist-info is read (never imported): the
+    # 0.5.13 file never reads layer_types (dflash.py 0.5.13:116-122)
+    code = f.sglang_code.value
+    assert code is not None and not code.honours_layer_types
+    assert code.path.endswith("site-packages/sglang/srt/models/dflash.py")
     assert f.gpus.value is not None and len(f.gpus.value) == 8
     assert f.launch.value is not None and f.launch.value.source == "process 4242"
     assert (
@@ -76,7 +81,7 @@ def test_launch_file_used_without_process() -> None:
             "--tp-size expects a number",
         ),
         (
-            "opt/sglang/venv/lib/python3.11/site-packages/sglang-0.5.23.dist-info",
+            "opt/sglang/venv/lib/python3.11/site-packages/sglang-0.5.13.dist-info",
             None,
             "sglang_version",
             "SGLang version not found",
@@ -112,16 +117,16 @@ def test_missing_log_is_a_reason_not_a_crash(seed_copy: Path) -> None:
     (seed_copy / "var/log/sglang/server.log").unlink()
     report = check_host(load_recorded_host(str(seed_copy)))
     assert any("server.log" in e for e in report.fact_errors)
-    # DFD101 still runs on the launch facts
-    dfd101 = next(r for r in report.results if r.check_id == "DFD101")
-    assert dfd101.status == "failed"
+    # DFD103 still runs on the launch facts
+    dfd103 = next(r for r in report.results if r.check_id == "DFD103")
+    assert dfd103.status == "failed"
 
 
 def test_missing_drafter_skips_checks_that_need_it(seed_copy: Path) -> None:
     shutil.rmtree(seed_copy / "models")
     report = check_host(load_recorded_host(str(seed_copy)))
-    dfd101 = next(r for r in report.results if r.check_id == "DFD101")
-    assert dfd101.status == "skipped" and "config.json" in (dfd101.reason or "")
+    dfd103 = next(r for r in report.results if r.check_id == "DFD103")
+    assert dfd103.status == "skipped" and "config.json" in (dfd103.reason or "")
 
 
 def test_hf_repo_not_in_cache(seed_copy: Path) -> None:
@@ -153,3 +158,13 @@ def test_recorded_host_spec_errors(tmp_path: Path) -> None:
     (tmp_path / "host.yaml").write_text("no_such_setting: 1\n")
     with pytest.raises(UsageError, match="no_such_setting"):
         load_recorded_host(str(tmp_path))
+
+
+def test_unreadable_sglang_source_falls_back_to_the_version(seed_copy: Path) -> None:
+    site = seed_copy / "opt/sglang/venv/lib/python3.11/site-packages"
+    (site / "sglang/srt/models/dflash.py").unlink()
+    f = gather_dir(seed_copy)
+    assert f.sglang_code.value is None and "dflash.py" in (f.sglang_code.error or "")
+    report = check_host(load_recorded_host(str(seed_copy)))
+    dfd103 = next(r for r in report.results if r.check_id == "DFD103")
+    assert "version table: SGLang 0.5.13" in dfd103.findings[0].message
