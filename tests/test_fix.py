@@ -134,9 +134,9 @@ def finding(check_id: str, severity: Severity, fix: Fix) -> Finding:
 
 
 def test_plan_dedupes_and_lists_manual_steps() -> None:
-    f1 = finding("DFD101", Severity.ERROR, Fix(action="set_flag", flag="--x", value="1"))
-    f2 = finding("DFD108", Severity.WARNING, Fix(action="set_flag", flag="--x", value="1"))
-    f3 = finding("DFD103", Severity.ERROR, Fix(action="upgrade_sglang", value="0.5.14"))
+    f1 = finding("DFD103", Severity.ERROR, Fix(action="set_flag", flag="--x", value="1"))
+    f2 = finding("DFD102", Severity.WARNING, Fix(action="set_flag", flag="--x", value="1"))
+    f3 = finding("DFD130", Severity.ERROR, Fix(action="upgrade_sglang", value="0.5.14"))
     results = [
         CheckResult(
             check_id=f.check_id, name="n", severity=f.severity, status="failed", findings=[f]
@@ -153,8 +153,8 @@ def test_plan_dedupes_and_lists_manual_steps() -> None:
         running=None,
     )
     assert plan.new_text == "python -m sglang.launch_server --m 1 --x 1\n"
-    assert plan.check_ids == ["DFD101", "DFD108"]
-    assert plan.manual == ["DFD103: upgrade SGLang to 0.5.14 or newer"]
+    assert plan.check_ids == ["DFD103", "DFD102"]
+    assert plan.manual == ["DFD130: upgrade SGLang to 0.5.14 or newer"]
     assert "+python -m sglang.launch_server --m 1 --x 1" in plan.diff()
 
 
@@ -192,7 +192,7 @@ def test_offline_fix_makes_the_gate_pass(tmp_path: Path) -> None:
     original = (DEMO_HOST / "etc/sglang/launch.sh").read_bytes()
     (tmp_path / "deploy/launch.sh").write_bytes(original)
     shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "models/d")
-    common = ["--drafter", "models/d", "--sglang-version", "0.5.23"]
+    common = ["--drafter", "models/d", "--sglang-version", "0.5.13"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -276,7 +276,7 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
                         "identity_file": str(sshd.client_key),
                         "launch_file": str(script),
                         "log_path": str(log),
-                        "sglang_version": "0.5.23",
+                        "sglang_version": "0.5.13",
                     }
                 }
             }
@@ -326,7 +326,10 @@ def server_info(port: int) -> dict:  # type: ignore[type-arg]
 
 
 def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type: ignore[no-untyped-def]
-    live_host["write"]("0.5.23")
+    """The seed on 0.5.13 (dflash.py 0.5.13:116-122): the window at 2048 makes the sliding
+    layers' served span equal their trained one (dflash_worker.py 0.5.13:425-441); the
+    full layer it clamps is the lesser evil DFD103's fix names, so verification passes."""
+    live_host["write"]("0.5.13")
     original = live_host["script"].read_bytes()
     live_host["start"]()
     assert "draft_window_size=None, compact_cache=False" in live_host["log"].read_text()
@@ -334,7 +337,8 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     assert p.returncode == 0, p.stdout + p.stderr
     assert "applied to" in p.stdout and "verified" in p.stdout
     assert "draft_window_size=2048, compact_cache=True" in live_host["log"].read_text()
-    assert server_info(live_host["port"])["speculative_draft_window_size"] == "2048"
+    info = server_info(live_host["port"])
+    assert info["speculative_draft_window_size"] == "2048", (info, live_host["log"].read_text())
     (backup,) = live_host["script"].parent.glob("serve.sh.dflash-doctor-*.bak")
     assert backup.read_bytes() == original
     # a second apply is a no-op: no backup, no relaunch
@@ -351,7 +355,7 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
 def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-untyped-def]
     # This host's server cannot start with a draft window (the stand-in fails its startup,
     # as a server whose memory settings do not fit would): the new server never gets healthy.
-    live_host["write"]("0.5.23", "export FAKE_SGLANG_OOM_WITH_WINDOW=1\n")
+    live_host["write"]("0.5.13", "export FAKE_SGLANG_OOM_WITH_WINDOW=1\n")
     original = live_host["script"].read_bytes()
     live_host["start"]()
     p = live_host["fix"]("--apply", "--yes")
@@ -364,7 +368,7 @@ def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-u
 
 
 def test_fix_uses_the_spelling_the_hosts_sglang_accepts(live_host) -> None:  # type: ignore[no-untyped-def]
-    # The inventory declares 0.5.23, but the server's own SGLang is 0.5.11: ask it.
+    # The inventory declares 0.5.13, but the server's own SGLang is 0.5.11: ask it.
     live_host["write"]("0.5.11")
     live_host["start"]()
     p = live_host["fix"]()
@@ -379,7 +383,7 @@ def test_inventory_launch_entries_are_edited_in_place(tmp_path: Path) -> None:
     inv = tmp_path / "inventory.yaml"
     original = (
         "# fleet definition\n"
-        "defaults:\n  sglang_version: 0.5.23\n  offline: true\n"
+        "defaults:\n  sglang_version: 0.5.13\n  offline: true\n"
         f"  drafter_path: {tmp_path / 'd'}\n"
         "hosts:\n"
         "  gpu-a:  # canary\n"
@@ -420,3 +424,26 @@ def test_inventory_launch_entries_are_edited_in_place(tmp_path: Path) -> None:
     assert gate.returncode == 0, gate.stdout
     with pytest.raises(Exception, match="no block for host"):
         edit_inventory_launch(text, "gpu-zz", ["x"])
+
+
+def test_verification_compares_served_with_trained_spans() -> None:
+    """`fix --apply` succeeds only when re-gathered spans equal the trained ones: the log
+    (dflash_worker.py 0.5.13:191-196) wins over the launch flag, and the version decides
+    whether layer_types are honoured (dflash.py 0.5.13:116-122 vs 0.5.14:44-66)."""
+    from dflash_doctor.checks.views import span_mismatch
+    from tests.conftest import QWEN8B_DRAFTER, drafter_cfg, host_facts, init_log, launch
+
+    kimi = drafter_cfg()
+    flag = launch("--context-length", "131072", "--speculative-draft-window-size", "2048")
+    # 0.5.13, window 2048 running: sliding layers as trained; clamped layer 5 is accepted
+    ok = host_facts(drafter=kimi, launch_args=flag, log=init_log(2048), version="0.5.13")
+    assert span_mismatch(ok) is None
+    # the flag was written but the new server logs no window: not fixed
+    ignored = host_facts(drafter=kimi, launch_args=flag, log=init_log(None), version="0.5.13")
+    assert "layer 0 (sliding_attention) trained 2048 tokens" in (span_mismatch(ignored) or "")
+    # on 0.5.23 the same window clamps layer 5 for nothing: not equal
+    post = host_facts(drafter=kimi, launch_args=flag, log=init_log(2048), version="0.5.23")
+    assert "layer 5 (full_attention)" in (span_mismatch(post) or "")
+    # an all-full drafter under a window is clamped on every version
+    full = drafter_cfg(QWEN8B_DRAFTER)
+    assert span_mismatch(host_facts(drafter=full, launch_args=flag, version="0.5.13"))

@@ -131,6 +131,9 @@ def window_flag_for(facts: HostFacts) -> tuple[str, str | None]:
     """
     vf = version_facts(facts)
     launch = facts.launch.value
+    native = parse_version(launch.parser_version) if launch and launch.parser_version else None
+    if native is not None:
+        vf = facts_for(native)  # the host's own SGLang answered: its version decides
     deprecated = vf.deprecated_window_flags if vf is not None else ()
     if launch is not None and launch.accepted_window_flags:
         accepted = [f for f in launch.accepted_window_flags if f not in deprecated]
@@ -207,10 +210,8 @@ def probe_evidence(
         f"attention output with full context differs from its trained windowed output by rel L2 "
         f"{c.output.rel_l2:.3g} (top-1 agreement {c.top1_agreement:.2f})"
     )
-    if c.kv is not None:
-        extra = (c.kv.full_bytes_measured - c.kv.windowed_bytes_measured) / 2**30
-        impact["probe_draft_kv_extra_gib_per_request_per_gpu"] = round(extra, 4)
-        text += f", and holds {extra:.3f} GiB more draft KV per request per GPU"
+    # No KV bytes here: SGLang allocates one draft slot per target token whatever the
+    # window (kv_math), so a probe's windowed allocation says nothing about the server.
     return [Evidence(kind="derived", text=text)], impact
 
 

@@ -191,8 +191,9 @@ def window_differs(facts: HostFacts) -> list[Finding]:
 
     **Versions.** Every release with the flag (0.5.11+). Changed meaning, said here so no
     one is surprised: until issue 9 this check also warned when the window was *larger*
-    than W, claiming wasted draft KV memory; the window never saved memory, so that half
-    was dropped (0.5.11-0.5.13 with a larger window: DFD103; 0.5.14+: DFD130).
+    than W, on a memory premise SGLang's code disproves (one draft KV slot per target token
+    whatever the window). That half was dropped: a larger window on 0.5.11-0.5.13 is DFD103,
+    on 0.5.14+ DFD130.
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -434,8 +435,8 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** A dtype change of the draft cache only; verify acceptance afterwards.
 
-    **Versions.** Every release. Replaces DFD108, which wrongly promised that a draft window
-    saves KV memory. Before 0.5.18 SGLang budgets the draft by scaling the target's bytes
+    **Versions.** Every release. Replaces DFD108 (retired: it promised memory that a window
+    cannot give back). Before 0.5.18 SGLang budgets the draft by scaling the target's bytes
     per token by (target + draft layers) / target layers (dflash_utils.py 0.5.11:51-89).
     """
     require_dflash(facts)

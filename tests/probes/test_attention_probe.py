@@ -119,11 +119,12 @@ def test_probe_over_ssh(sshd, ssh_options) -> None:  # type: ignore[no-untyped-d
 
 
 def test_check_with_probe_puts_numbers_in_findings() -> None:
+    """The probe feeds DFD103, the span finding (the seed on 0.5.13, dflash.py 0.5.13:116-122)."""
     from dflash_doctor.demo import demo_host
     from dflash_doctor.pipeline import check_host
 
     report = check_host(
-        demo_host(), ["DFD101"], probe=ProbeOptions(contexts=[64, 512], window=WINDOW, device="cpu")
+        demo_host(), ["DFD103"], probe=ProbeOptions(contexts=[64, 512], window=WINDOW, device="cpu")
     )
     (finding,) = report.findings
     assert finding.impact["probe_context_tokens"] == 512
