@@ -1,8 +1,10 @@
 """What each SGLang release accepts and does, for the DFlash settings this tool checks.
 
-The facts come from SGLang's own source, read in the published wheels of 0.5.11, 0.5.12,
-0.5.13, 0.5.14, 0.5.19, 0.5.20 and 0.5.23 (python/sglang/srt/server_args.py,
-srt/arg_groups/, srt/models/dflash.py); 0.5.23's real `ServerArgs.add_cli_args` was run too.
+The facts come from SGLang's own source, read in the published wheels 0.5.11-0.5.23
+(python/sglang/srt/server_args.py, srt/arg_groups/, srt/models/dflash.py,
+srt/speculative/dflash_*.py); 0.5.23's real `ServerArgs.add_cli_args` was run too.
+`drafter_honours_layer_types` agrees with every wheel's srt/models/dflash.py read as text
+(tests/facts/test_sglang_code.py); the host's own file beats this table where readable.
 Where the host's SGLang can be imported, its own parser is asked instead
 (`facts/sglang_args.py`), and that answer wins over this table.
 """

@@ -336,8 +336,17 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     (`unrecognized arguments`), so a launch file with the wrong spelling never serves; a
     deprecated spelling works today and breaks on the next upgrade (a warning).
 
+    **Example.** `--speculative-dflash-draft-window-size 2048` on SGLang 0.5.23.
+
     **How to fix.** Replace the flag with the spelling the host's version accepts (the
-    finding names it), keeping the value.
+    finding names it), keeping the value; where the served spans say the window only
+    harms (DFD102/DFD130: 0.5.14+, or a drafter with no sliding layer), remove it instead.
+
+    **Fix safety.** A rename keeps what the server runs; a removal is what DFD130 asks.
+
+    **Versions.** 0.5.11: old spelling only; 0.5.12: both (server_args.py 0.5.12); 0.5.13-
+    0.5.19: old one a deprecated alias that still sets the window (server_args.py
+    0.5.13:5921-5928, arg_groups/argparse_actions.py 0.5.13:70-82); 0.5.20+: new only.
     """
     require_dflash(facts)
     launch = facts.launch.value
