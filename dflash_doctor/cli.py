@@ -482,7 +482,7 @@ def list_checks() -> None:
 
 
 @app.command()
-def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD101")]) -> None:
+def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD103")]) -> None:
     """Print a check's documentation: what it finds, why it hurts, how to fix it."""
     found = CATALOG.get(check_id.upper())
     if found is None and check_id.upper() in RETIRED:

@@ -4,7 +4,7 @@ Waivers live in `.dflash-doctor.yaml` (or `[tool.dflash-doctor]` in pyproject.to
 
 ```yaml
 waivers:
-  - check: DFD108              # required
+  - check: DFD131              # required
     hosts: [gpu-canary]        # optional: host names; labels: [staging] also works
     reason: canary with short prompts; the memory is not needed
     expires: 2027-01-31        # optional; from that day on the waiver stops waiving

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Severity, Skip, check
-from dflash_doctor.checks.views import drafter, require_dflash, window_state
+from dflash_doctor.checks.views import drafter, require_dflash, span_model, window_state
 from dflash_doctor.facts.models import HostFacts
 
 MIN_POINTS = 8
@@ -21,14 +21,18 @@ def acceptance_falling(facts: HostFacts) -> list[Finding]:
 
     **What it finds.** The `Decode batch. ... accept len: X` lines of the latest start: the
     mean accept length of the last quarter of the run is below 80% of the first quarter's,
-    while the drafter (trained with a sliding window) runs without a draft window.
+    while the drafter's sliding layers are served beyond their trained window (the served-span
+    model of DFD103: SGLang 0.5.11-0.5.13 with no draft window or a larger one; where the
+    SGLang behaviour is unknown, no draft window at all).
 
-    **Why it hurts.** It is the symptom of DFD101/DFD103: as conversations grow past the
-    window, an unwindowed drafter attends over context it was not trained on and its
+    **Why it hurts.** It is the symptom of DFD103: as conversations grow past the
+    window, the sliding layers attend over context they were not trained on and their
     proposals are accepted less; every lost accepted token is target compute spent for
     nothing. (Workload shifts also move acceptance: the finding gives the numbers.)
 
-    **How to fix.** Fix DFD101 (set the draft window); then watch the same lines again.
+    **How to fix.** Apply DFD103's fix (upgrade to 0.5.14+, or the draft window at the
+    trained size); then watch the same lines again. On 0.5.14+ without a window the drafter
+    is served as trained and this check does not fire: look at the workload instead.
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -39,8 +43,12 @@ def acceptance_falling(facts: HostFacts) -> list[Finding]:
     series = [p for p in log.decode.series if p.accept_len is not None]
     if len(series) < MIN_POINTS:
         raise Skip(f"only {len(series)} accept-length samples in the log (need {MIN_POINTS})")
-    if window_state(facts).window is not None:
-        return []
+    try:
+        wider: list[object] | None = list(span_model(facts, cfg).with_verdict("wider"))
+    except Skip:
+        wider = None  # behaviour unknown: fall back to "no draft window at all"
+    if wider == [] or (wider is None and window_state(facts).window is not None):
+        return []  # served as trained: a falling trend has another cause
     quarter = max(1, len(series) // 4)
     first = sum(p.accept_len or 0 for p in series[:quarter]) / quarter
     last = sum(p.accept_len or 0 for p in series[-quarter:]) / quarter
@@ -53,8 +61,8 @@ def acceptance_falling(facts: HostFacts) -> list[Finding]:
             title=f"Accept length fell from {first:.2f} to {last:.2f} over the run",
             message=(
                 f"Mean accept length of the last quarter of decode samples is {last:.2f}, "
-                f"{100 * (1 - last / first):.0f}% below the first quarter's {first:.2f}, with no "
-                "draft window for a sliding-window drafter."
+                f"{100 * (1 - last / first):.0f}% below the first quarter's {first:.2f}, while "
+                "the drafter's sliding layers attend beyond their trained window (DFD103)."
             ),
             evidence=[
                 Evidence(

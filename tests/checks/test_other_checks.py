@@ -181,19 +181,26 @@ def _series_log(values: list[float], window: int | None = None):  # type: ignore
 
 
 def test_dfd109_fires_on_falling_acceptance() -> None:
-    r = result("DFD109", drafter=drafter_cfg(), log=_series_log([3.5] * 4 + [3.0] * 4 + [2.0] * 4))
+    """0.5.13 serves the sliding layers over the whole context (dflash.py 0.5.13:116-122)."""
+    log = _series_log([3.5] * 4 + [3.0] * 4 + [2.0] * 4)
+    r = result("DFD109", drafter=drafter_cfg(), log=log, version="0.5.13")
     (f,) = r.findings
     assert f.impact["accept_len_first_quarter"] == 3.5
     assert f.impact["accept_len_last_quarter"] == 2.0
 
 
 def test_dfd109_passes_steady_or_windowed() -> None:
-    assert result("DFD109", drafter=drafter_cfg(), log=_series_log([3.5] * 12)).status == "passed"
+    """Windowed on 0.5.13, or no window on 0.5.23 (dflash.py 0.5.23:166-190 honours
+    layer_types): the sliding layers are served as trained, so the drafter is not blamed."""
+    steady = _series_log([3.5] * 12)
+    assert result("DFD109", drafter=drafter_cfg(), log=steady, version="0.5.13").status == "passed"
     falling = [3.5] * 6 + [2.0] * 6
-    assert (
-        result("DFD109", drafter=drafter_cfg(), log=_series_log(falling, window=2048)).status
-        == "passed"
+    windowed = _series_log(falling, window=2048)
+    assert result("DFD109", drafter=drafter_cfg(), log=windowed, version="0.5.13").status == (
+        "passed"
     )
+    unwindowed = _series_log(falling)
+    assert result("DFD109", drafter=drafter_cfg(), log=unwindowed).status == "passed"
 
 
 def test_dfd109_skips_short_logs_and_full_attention_drafters() -> None:
