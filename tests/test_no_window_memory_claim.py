@@ -9,12 +9,11 @@ sizing has no window term (model_executor/pool_configurator.py 0.5.11:95-111, 0.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import FIXTURE_HOSTS, REPO
+from tests.test_cli import run as cli
 
 HOSTS = ["tuned", "v0511", "v0513", "v0523"]
 # A sentence that ties the window to less memory ...
@@ -40,14 +39,7 @@ def claims(text: str) -> list[str]:
 
 
 def run(*args: str) -> str:
-    p = subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-    )
+    p = cli(*args)
     assert p.returncode in (0, 1), p.stderr
     return p.stdout
 
