@@ -416,9 +416,16 @@ class Gatherer:
         except ValidationError:
             return args
 
-    def sglang_code(self, version: Fact[str]) -> Fact[SGLangCode]:
-        """The installed srt/models/dflash.py beside the sglang dist-info, read as text."""
+    def sglang_code(self, version: Fact[str], launch: LaunchArgs | None) -> Fact[SGLangCode]:
+        """The installed srt/models/dflash.py beside the sglang dist-info, read as text.
+
+        Also under a declared version: a patched build's own code beats any version string.
+        """
         source = version.source or ""
+        python = self.spec.python or (launch.python if launch else None)
+        if not source.endswith(".dist-info") and python and python.startswith("/"):
+            found = None if self.spec.offline else self._version_from_dist_info(python)
+            source = (found.source if found else None) or source
         if not source.endswith(".dist-info"):
             # Not located (declared version, offline): the version table decides, silently.
             return Fact[SGLangCode]()
@@ -463,7 +470,7 @@ class Gatherer:
             drafter=drafter,
             target=target,
             log=log,
-            sglang_code=self.sglang_code(version),
+            sglang_code=self.sglang_code(version, args),
         )
 
 

@@ -136,7 +136,11 @@ def test_hf_repo_not_in_cache(seed_copy: Path) -> None:
 
 
 def test_declared_version_overrides_and_is_validated() -> None:
-    assert gather_dir(DEMO_HOST, sglang_version="0.5.11").sglang_version.value == "0.5.11"
+    declared = gather_dir(DEMO_HOST, sglang_version="0.5.23")
+    assert declared.sglang_version.value == "0.5.23"
+    # the installed dflash.py (0.5.13's, dflash.py 0.5.13:116-122) still decides behaviour
+    assert declared.sglang_code.value is not None
+    assert not declared.sglang_code.value.honours_layer_types
     bad = gather_dir(DEMO_HOST, sglang_version="latest")
     assert "not a version" in (bad.sglang_version.error or "")
 
