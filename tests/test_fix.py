@@ -170,6 +170,8 @@ def test_dry_run_changes_nothing(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 0 and "+  --speculative-draft-window-size 2048" in p.stdout
+    # what the window also does on 0.5.13 (dflash_worker.py 0.5.13:425-441) is said
+    assert "also clamps full_attention layer(s) 5" in " ".join(p.stdout.split())
     assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
 
 

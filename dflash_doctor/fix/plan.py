@@ -65,6 +65,9 @@ def _collect(results: list[CheckResult]) -> tuple[list[Edit], list[str], list[st
                         manual.append(line)
                     continue
                 edit = Edit.of(fix)
+                if fix.note and f"{finding.check_id}: {fix.note}" not in notes:
+                    # What the edit also does (e.g. the full layers a window clamps): say it.
+                    notes.append(f"{finding.check_id}: {fix.note}")
                 key = edit.flag
                 if finding.check_id not in ids:
                     ids.append(finding.check_id)  # re-checked after the change
