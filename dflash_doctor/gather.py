@@ -21,6 +21,7 @@ from dflash_doctor.facts.launch import (
     parse_argv,
     parse_cmdline,
     parse_launch_file,
+    replay_launch,
     sglang_args_start,
 )
 from dflash_doctor.facts.model_config import (
@@ -133,6 +134,13 @@ class Gatherer:
             key, _, value = item.decode("utf-8", "replace").partition("=")
             if key in ENV_KEYS:
                 self.environ[key] = value
+
+    def _read_config(self, path: str) -> bytes:
+        """A file the launch command names (`--config`), read through the transport."""
+        try:
+            return self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
+        except DoctorError as e:
+            raise FactError(f"cannot read {path}: {e}") from None
 
     def launch(self) -> Fact[LaunchArgs]:
         if self.spec.launch is not None:
@@ -422,6 +430,13 @@ class Gatherer:
         args = launch.value
         if args is not None and self.launch_python is None:
             self.launch_python = args.python
+        version = self.sglang_version(args)
+        if version.value is None and self.native_version is not None:
+            version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
+        if args is not None and args.parser == "fallback" and version.value is not None:
+            # SGLang could not be asked: replay its release's parser from the option data.
+            args = replay_launch(args, version.value, self._read_config)
+            launch = Fact[LaunchArgs].of(args, launch.source)
         log = self.log()
         logged = log.value.server_args_fields if log.value is not None else {}
         drafter = self._model_fact(
@@ -436,9 +451,6 @@ class Gatherer:
             "target model",
             parse_target_config,
         )
-        version = self.sglang_version(args)
-        if version.value is None and self.native_version is not None:
-            version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
         return HostFacts(
             host=self.host,
             sglang_version=version,

@@ -14,10 +14,12 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dflash_doctor.errors import FactError
+from pydantic import ValidationError
+
+from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
 from dflash_doctor.redact import redact_argv
-from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG
+from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
 MAX_LAUNCH_BYTES = 1024 * 1024
 
@@ -320,3 +322,74 @@ def parse_launch_file(
     if path.endswith((".service", ".conf")) or b"ExecStart=" in data:
         return parse_systemd_unit(data, source=source)
     return parse_script(data, source=source)
+
+
+# Destinations of the replayed namespace -> LaunchArgs fields (the same as the host's own
+# parser answers, gather.NATIVE_FIELDS).
+REPLAY_FIELDS = {
+    "model_path": "model_path",
+    "speculative_algorithm": "speculative_algorithm",
+    "speculative_draft_model_path": "draft_model_path",
+    "speculative_num_draft_tokens": "num_draft_tokens",
+    "speculative_dflash_block_size": "dflash_block_size",
+    "attention_backend": "attention_backend",
+    "speculative_draft_attention_backend": "draft_attention_backend",
+    "page_size": "page_size",
+    "context_length": "context_length",
+    "mem_fraction_static": "mem_fraction_static",
+    "cuda_graph_max_bs": "cuda_graph_max_bs",
+    "max_running_requests": "max_running_requests",
+    "tp_size": "tp_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+}
+
+
+def replay_launch(
+    args: LaunchArgs, version: str, read: Callable[[str], bytes] | None = None
+) -> LaunchArgs:
+    """Re-parse with the host's release's own parser, rebuilt from the option data.
+
+    Used where the host's SGLang cannot be imported (`gate`, recorded hosts, a server
+    Python we may not run). Unknown versions take the nearest earlier release, and say so.
+    """
+    from dflash_doctor.facts import sglang_options as so
+
+    release, note = so.release_for(version)
+    if release is None:
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, note or ""]})
+    start = sglang_args_start(args.argv)
+    serve = start >= 1 and args.argv[start - 1] == "serve"
+    try:
+        r = so.replay(args.argv[start:], release, serve=serve, read=read, note=note)
+    except FactError as e:
+        why = f"not replayed with SGLang {release}'s parser: {e}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
+    notes = [*args.parser_notes, *([note] if note else [])]
+    update: dict[str, object] = {
+        "parser": "replay",
+        "parser_version": release,
+        "parser_notes": notes,
+        "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
+    }
+    if r.error is not None:
+        if r.error.startswith("unrecognized arguments: "):
+            unknown = [a for a in r.argv if a.startswith("-") and so.resolve_in(release, a) is None]
+            update["unknown_args"] = unknown or r.error.split(": ", 1)[1].split()
+        else:
+            update["sglang_rejects"] = r.error_line
+        return args.model_copy(update=update)
+    values = r.values
+    for key, name in REPLAY_FIELDS.items():
+        if values.get(key) is not None:
+            update[name] = values[key]
+    if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
+        update["cuda_graph_max_bs"] = values["cuda_graph_max_bs_decode"]
+    for used in r.used:
+        if used.option in WINDOW_FLAGS:
+            update["draft_window_flag"] = used.option
+            update["draft_window_size"] = values.get(used.info.dest)
+    try:
+        return LaunchArgs.model_validate({**args.model_dump(), **update})
+    except ValidationError as e:
+        why = f"not replayed with SGLang {release}'s parser: {validation_line(e)}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})

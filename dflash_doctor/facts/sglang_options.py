@@ -477,6 +477,18 @@ def resolve(parser: argparse.ArgumentParser, token: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def resolve_in(release: str, token: str) -> str | None:
+    """`resolve` against a release's options without building its parser."""
+    name = token.split("=", 1)[0]
+    options = option_map(release)
+    if name in options:
+        return name
+    if not name.startswith("--"):
+        return None
+    matches = [o for o in options if o.startswith(name)]
+    return matches[0] if len(matches) == 1 else None
+
+
 def replay(
     server_argv: Sequence[str],
     release: str,
@@ -519,4 +531,99 @@ def replay(
         used=used,
         error=error,
         note=note,
+    )
+
+
+# ---------------------------------------------------------------- renamed, deprecated, removed
+
+_PLAIN_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """An option the command uses that its release deprecates, or that an earlier release
+    had and this one no longer accepts."""
+
+    written: str  # as the command wrote it
+    old: str  # the option string it stands for
+    new: str | None  # the spelling to use instead (a plain flag, or SGLang's hint text)
+    status: str  # "deprecated" | "removed"
+    release: str
+    since: str  # first release where it is deprecated / no longer accepted
+    last: str | None  # the last release that accepts it (deprecated ones: None if still open)
+    message: str  # SGLang's own warning, or argparse's refusal
+    where: str  # wheel file:line of the definition (this release's, or the last one's)
+
+    @property
+    def rewritable(self) -> bool:
+        return self.new is not None and _PLAIN_FLAG.fullmatch(self.new) is not None
+
+
+def _older(release: str) -> list[str]:
+    key = _release_key(release)
+    return [v for v in releases() if key is not None and (_release_key(v) or key) < key]
+
+
+def _history(name: str) -> list[str]:
+    return [v for v in releases() if name in option_map(v)]
+
+
+def renamed_option(release: str | None, written: str) -> Renamed | None:
+    """What the option data says about `written` in `release` (None: nothing to say)."""
+    if release is None or release not in _data()["versions"]:
+        return None
+    name = written.split("=", 1)[0]
+    opts = option_map(release)
+    resolved = resolve_in(release, name)
+    if resolved is not None:
+        info = opts[resolved]
+        if not (info.deprecated and info.new_flag):
+            return None
+        history = _history(resolved)
+        since = next(v for v in history if option_map(v)[resolved].deprecated)
+        later = [v for v in releases() if v not in history and v not in _older(release)]
+        text = info.warning or info.error or ""
+        return Renamed(
+            written=name,
+            old=resolved,
+            new=info.new_flag,
+            status="deprecated",
+            release=release,
+            since=since,
+            last=history[-1] if later else None,
+            message=text.replace("{option}", resolved),
+            where=info.where,
+        )
+    had = [v for v in _older(release) if name in option_map(v)]
+    if not had:
+        return None
+    last = had[-1]
+    before = option_map(last)[name]
+    successor = before.new_flag if before.deprecated else None
+    if successor is None:
+        same_dest = [
+            o
+            for o in (*before.options, *(o for i in options_of(release) for o in i.options))
+            if o in opts and opts[o].dest == before.dest and not opts[o].deprecated
+        ]
+        successor = same_dest[0] if same_dest else None
+    if successor is not None and _PLAIN_FLAG.fullmatch(successor) and successor not in opts:
+        successor = None
+    matches = [o for o in opts if o.startswith(name)] if name.startswith("--") else []
+    refusal = (
+        f"ambiguous option: {name} could match {', '.join(matches)}"
+        if len(matches) > 1
+        else f"unrecognized arguments: {name}"
+    )
+    newer = [v for v in releases() if v not in _older(last) and v != last]
+    return Renamed(
+        written=name,
+        old=name,
+        new=successor,
+        status="removed",
+        release=release,
+        since=newer[0] if newer else release,
+        last=last,
+        message=refusal,
+        where=before.where,
     )
