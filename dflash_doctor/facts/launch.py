@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
+from dflash_doctor.facts.sglang_options import human_readable_int
 from dflash_doctor.redact import redact_argv
 from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
@@ -46,7 +47,8 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--attention-backend",), "attention_backend", str),
     FlagSpec(("--speculative-draft-attention-backend",), "draft_attention_backend", str),
     FlagSpec(("--page-size",), "page_size", _positive_int),
-    FlagSpec(("--context-length",), "context_length", _positive_int),
+    # SGLang's own type: `32k`, `128Ki` (srt/utils/common.py human_readable_int, 0.5.11+)
+    FlagSpec(("--context-length",), "context_length", human_readable_int),
     FlagSpec(("--mem-fraction-static",), "mem_fraction_static", float),
     FlagSpec(("--cuda-graph-max-bs",), "cuda_graph_max_bs", _positive_int),
     FlagSpec(("--max-running-requests",), "max_running_requests", _positive_int),
@@ -107,7 +109,7 @@ def parse_argv(
             continue
         try:
             values[spec.dest] = spec.kind(raw)
-        except ValueError:
+        except (ValueError, argparse.ArgumentTypeError):
             raise FactError(f"{spec.flags[0]} expects a number, got {raw!r}") from None
     present = [a.split("=", 1)[0] for a in server_argv if a.split("=", 1)[0] in FLAG_BY_NAME]
     window_flag: str | None = None
