@@ -135,8 +135,9 @@ class Gatherer:
             if key in ENV_KEYS:
                 self.environ[key] = value
 
-    def _read_config(self, path: str) -> bytes:
-        """A file the launch command names (`--config`), read through the transport."""
+    def read_host_file(self, path: str) -> bytes:
+        """A file the launch names (`--config`, a sourced env file, `EnvironmentFile=`),
+        read through the transport; never executed."""
         try:
             return self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
         except DoctorError as e:
@@ -179,6 +180,7 @@ class Gatherer:
                     source=path,
                     path=path,
                     service=self.spec.compose_service,
+                    read=self.read_host_file,
                 ),
             )
         why = (
@@ -435,7 +437,7 @@ class Gatherer:
             version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
         if args is not None and args.parser == "fallback" and version.value is not None:
             # SGLang could not be asked: replay its release's parser from the option data.
-            args = replay_launch(args, version.value, self._read_config)
+            args = replay_launch(args, version.value, self.read_host_file)
             launch = Fact[LaunchArgs].of(args, launch.source)
         log = self.log()
         logged = log.value.server_args_fields if log.value is not None else {}
