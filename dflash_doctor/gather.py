@@ -60,6 +60,7 @@ NATIVE_FIELDS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs",
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
+    "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
 }
 
@@ -412,6 +413,8 @@ class Gatherer:
         for key, field_name in NATIVE_FIELDS.items():
             if key in values:
                 update[field_name] = values[key]
+        if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
+            update["cuda_graph_max_bs"] = values["cuda_graph_max_bs_decode"]
         window = values.get("speculative_draft_window_size")
         if window is None:
             window = values.get("speculative_dflash_draft_window_size")

@@ -390,6 +390,8 @@ REPLAY_FIELDS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs",
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
+    # 0.5.11-0.5.x store --tp-size in tensor_parallel_size (srt/server_args.py:4663 in 0.5.11)
+    "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
 }
 

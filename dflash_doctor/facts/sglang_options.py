@@ -253,7 +253,12 @@ class _Parser(argparse.ArgumentParser):
         raise _Refused(message or "exit")
 
 
-def _recording(base: type[argparse.Action], info: OptionInfo) -> type[argparse.Action]:
+OnUse = Callable[[str, OptionInfo], None]
+
+
+def _recording(
+    base: type[argparse.Action], info: OptionInfo, on_use: OnUse | None = None
+) -> type[argparse.Action]:
     """The action class of `info.kind`, that also notes each use on the namespace."""
 
     class Recorded(base):  # type: ignore[valid-type,misc]
@@ -266,6 +271,8 @@ def _recording(base: type[argparse.Action], info: OptionInfo) -> type[argparse.A
         ) -> None:
             used = namespace.__dict__.setdefault("_dfd_used", [])
             used.append((option_string, info))
+            if on_use is not None:
+                on_use(option_string or "", info)
             if info.error is not None:
                 parser.error(info.error)
             if info.kind == "DeprecatedStoreConstAction":
@@ -294,9 +301,19 @@ _KINDS: dict[str, type[argparse.Action]] = {
 def build_parser(release: str) -> argparse.ArgumentParser:
     prog_kwargs = {k: v for k, v in release_info(release)["parser"].items() if k != "where"}
     parser = _Parser(**prog_kwargs, add_help=False)
+    add_options(parser, release)
+    return parser
+
+
+def add_options(parser: argparse.ArgumentParser, release: str, on_use: OnUse | None = None) -> None:
+    """Add the release's options to `parser`, as `ServerArgs.add_cli_args` does. Each use
+    of an option is noted on the namespace (`_dfd_used`: option string, OptionInfo) and
+    passed to `on_use` while argparse runs (where SGLang's actions log their warnings)."""
     for info in options_of(release):
         a = info.raw
         if info.kind == "_HelpAction":
+            if any(o in parser._option_string_actions for o in info.options):
+                continue  # the caller's parser has its own -h
             parser.add_argument(*info.options, action="store_true", dest="help")
             continue
         kwargs: dict[str, Any] = {"dest": info.dest}
@@ -304,7 +321,7 @@ def build_parser(release: str) -> argparse.ArgumentParser:
         if info.kind == "BooleanOptionalAction":
             # it builds its --no- spellings itself: give it the positive ones only
             opts = [o for o in info.options if not o.startswith("--no-")]
-            parser.add_argument(*opts, action=_recording(base, info), dest=info.dest)
+            parser.add_argument(*opts, action=_recording(base, info, on_use), dest=info.dest)
             continue
         if info.kind not in ("_StoreTrueAction", "_StoreFalseAction", "_CountAction"):
             if "nargs" in a:
@@ -321,9 +338,8 @@ def build_parser(release: str) -> argparse.ArgumentParser:
             kwargs["required"] = True
         if base is argparse.Action and "nargs" not in kwargs and a.get("nargs") == 0:
             kwargs["nargs"] = 0
-        action = parser.add_argument(*info.options, action=_recording(base, info), **kwargs)
+        action = parser.add_argument(*info.options, action=_recording(base, info, on_use), **kwargs)
         action.sglang_kind = info.kind  # type: ignore[attr-defined]
-    return parser
 
 
 # ---------------------------------------------------------------- what SGLang does before argparse
