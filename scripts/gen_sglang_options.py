@@ -2,7 +2,7 @@
 
 Run by hand when a new SGLang release is out (never in CI, never by the tool):
 
-    python3 -m venv --system-site-packages /tmp/gen && /tmp/gen/bin/pip install msgspec psutil
+    python3 -m venv --system-site-packages /tmp/gen && /tmp/gen/bin/pip install msgspec psutil dill
     /tmp/gen/bin/python scripts/gen_sglang_options.py --wheels /work/wheels/src
 
 Each release, unpacked at WHEELS/<version>/sglang/, is loaded in its own subprocess and its

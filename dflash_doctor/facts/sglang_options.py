@@ -392,6 +392,7 @@ def merge_config(
         raise FactError(f"config file {path} is not valid YAML: {type(e).__name__}") from None
     if doc is None:
         doc = {}
+    _check_size(doc, path)
     if not isinstance(doc, dict):
         raise _Refused("ValueError: Config file must contain a dictionary at root level")
 
@@ -450,6 +451,23 @@ def merge_config(
         else:
             merged += [f"--{key}", str(value)]
     return merged + argv[:at] + argv[at + 2 :]
+
+
+def _check_size(doc: Any, path: str, budget: int = 100_000) -> None:
+    """YAML aliases can make a small file expand exponentially once turned into argv
+    strings: count the nodes as they would be expanded, and refuse past `budget`."""
+    stack = [doc]
+    seen = 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > budget:
+            raise FactError(f"config file {path} expands to more than {budget} values")
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def _kind_name(action: argparse.Action) -> str:

@@ -246,7 +246,20 @@ def test_config_read_failure_keeps_the_fallback_with_a_reason() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"[1, 2]\n", b"a: [" * 2000, b"\xff\xfe", b"&a [*a]\n", b"- " * 100_000],
+    [
+        b"[1, 2]\n",
+        b"a: [" * 2000,
+        b"\xff\xfe",
+        b"&a [*a]\n",
+        b"- " * 100_000,
+        # billion laughs: nine levels of nine aliases
+        b"l0: &l0 [x, x, x, x, x, x, x, x, x]\n"
+        + b"".join(
+            b"l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n"
+            % (i, i, *([i - 1] * 9))
+            for i in range(1, 10)
+        ),
+    ],
 )
 def test_hostile_config_files(data: bytes) -> None:
     r = None
