@@ -423,10 +423,24 @@ def replay_launch(
         "parser_notes": notes,
         "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
     }
+    if r.error is not None and ("${" in r.error or "$(" in r.error or "`" in r.error):
+        # the refusal is about a value the shell walk could not know (facts/shell.py)
+        why = f"not replayed with SGLang {release}'s parser: {r.error}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
     if r.error is not None:
         if r.error.startswith("unrecognized arguments: "):
-            unknown = [a for a in r.argv if a.startswith("-") and so.resolve_in(release, a) is None]
-            update["unknown_args"] = unknown or r.error.split(": ", 1)[1].split()
+            listed = r.error.split(": ", 1)[1].split()
+            unknown = [
+                a
+                for a in listed
+                if a.startswith("-")
+                and not re.fullmatch(r"-\d[\d.e+-]*", a)  # a negative number is a value
+                and so.resolve_in(release, a) is None
+            ]
+            if unknown:
+                update["unknown_args"] = unknown
+            else:  # stray values (a positional MODEL where the release takes none)
+                update["sglang_rejects"] = r.error_line
         else:
             update["sglang_rejects"] = r.error_line
         return args.model_copy(update=update)

@@ -125,3 +125,12 @@ def test_hostile_scripts_are_bounded(text: str) -> None:
     with contextlib.suppress(FactError):
         script(text)
     assert time.process_time() - start < 5
+
+
+def test_lost_value_is_not_a_refusal() -> None:
+    from dflash_doctor.facts.launch import replay_launch
+
+    args = script("python -m sglang.launch_server --model-path m --tp-size $TP --page-size 16\n")
+    replayed = replay_launch(args, "0.5.23")
+    assert replayed.sglang_rejects is None and replayed.page_size == 16
+    assert any("${TP}" in n for n in replayed.parser_notes)
