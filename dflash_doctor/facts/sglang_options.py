@@ -227,7 +227,9 @@ def options_of(release: str) -> tuple[OptionInfo, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=64)
 def option_map(release: str) -> dict[str, OptionInfo]:
+    """Option string -> its option (shared: do not modify)."""
     return {o: info for info in options_of(release) for o in info.options}
 
 
@@ -298,7 +300,9 @@ _KINDS: dict[str, type[argparse.Action]] = {
 }
 
 
+@lru_cache(maxsize=16)
 def build_parser(release: str) -> argparse.ArgumentParser:
+    """The release's parser (shared between calls: argparse keeps no state across parses)."""
     prog_kwargs = {k: v for k, v in release_info(release)["parser"].items() if k != "where"}
     parser = _Parser(**prog_kwargs, add_help=False)
     add_options(parser, release)
