@@ -21,6 +21,7 @@ from dflash_doctor.facts.launch import (
     parse_argv,
     parse_cmdline,
     parse_launch_file,
+    replay_launch,
     sglang_args_start,
 )
 from dflash_doctor.facts.model_config import (
@@ -60,6 +61,7 @@ NATIVE_FIELDS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs",
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
+    "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
 }
 
@@ -135,6 +137,14 @@ class Gatherer:
             if key in ENV_KEYS:
                 self.environ[key] = value
 
+    def read_host_file(self, path: str) -> bytes:
+        """A file the launch names (`--config`, a sourced env file, `EnvironmentFile=`),
+        read through the transport; never executed."""
+        try:
+            return self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
+        except DoctorError as e:
+            raise FactError(f"cannot read {path}: {e}") from None
+
     def launch(self) -> Fact[LaunchArgs]:
         if self.spec.launch is not None:
             command = self.spec.launch
@@ -172,6 +182,7 @@ class Gatherer:
                     source=path,
                     path=path,
                     service=self.spec.compose_service,
+                    read=self.read_host_file,
                 ),
             )
         why = (
@@ -403,6 +414,8 @@ class Gatherer:
         for key, field_name in NATIVE_FIELDS.items():
             if key in values:
                 update[field_name] = values[key]
+        if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
+            update["cuda_graph_max_bs"] = values["cuda_graph_max_bs_decode"]
         window = values.get("speculative_draft_window_size")
         if window is None:
             window = values.get("speculative_dflash_draft_window_size")
@@ -445,6 +458,13 @@ class Gatherer:
         args = launch.value
         if args is not None and self.launch_python is None:
             self.launch_python = args.python
+        version = self.sglang_version(args)
+        if version.value is None and self.native_version is not None:
+            version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
+        if args is not None and args.parser == "fallback" and version.value is not None:
+            # SGLang could not be asked: replay its release's parser from the option data.
+            args = replay_launch(args, version.value, self.read_host_file)
+            launch = Fact[LaunchArgs].of(args, launch.source)
         log = self.log()
         logged = log.value.server_args_fields if log.value is not None else {}
         drafter = self._model_fact(
@@ -459,9 +479,6 @@ class Gatherer:
             "target model",
             parse_target_config,
         )
-        version = self.sglang_version(args)
-        if version.value is None and self.native_version is not None:
-            version = Fact[str].of(self.native_version, source="sglang.__version__ on the host")
         return HostFacts(
             host=self.host,
             sglang_version=version,

@@ -389,11 +389,12 @@ def test_inventory_launch_entries_are_edited_in_place(tmp_path: Path) -> None:
         f"  drafter_path: {tmp_path / 'd'}\n"
         "hosts:\n"
         "  gpu-a:  # canary\n"
-        "    launch: python -m sglang.launch_server --speculative-algorithm DFLASH"
+        "    launch: python -m sglang.launch_server --model-path m --speculative-algorithm DFLASH"
         " --speculative-draft-model-path d --context-length 65536\n"
         "    labels: [canary]\n"
         "  gpu-b:\n"
         "    launch:\n      - python\n      - -m\n      - sglang.launch_server\n"
+        "      - --model-path\n      - m\n"  # SGLang refuses a command without it
         "      - --speculative-algorithm\n      - DFLASH\n"
         "      - --speculative-draft-model-path\n      - d\n"
         "    labels: [prod]  # keep\n"

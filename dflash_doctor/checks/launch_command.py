@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import sglang_args_start
 from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.sglang_options import release_for, renamed_option
 from dflash_doctor.sglang_versions import WINDOW_FLAGS
 
 
@@ -15,7 +18,10 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     **What it finds.** Parsed with the host's own `ServerArgs.add_cli_args`, the command has
     flags that SGLang does not know (a typo, a flag of another version, an abbreviation
     that is ambiguous in this version), or a value SGLang rejects. Draft window spellings
-    are left to DFD104. This check runs only where the host's SGLang could be imported.
+    are left to DFD104, options the release renamed or removed to DFD140. Where the host's
+    SGLang cannot be imported (`gate`, recorded hosts), its release's parser is replayed from
+    the option data generated from the wheels (`facts/sglang_options.py`); the check is
+    skipped only when the release is unknown.
 
     **Why it hurts.** `sglang.launch_server` exits at startup with `unrecognized arguments`
     or a usage error: a relaunch from this launch file leaves the host without a server.
@@ -25,12 +31,35 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     """
     launch = facts.launch.value
     assert launch is not None
-    if launch.parser != "sglang":
-        raise Skip("the host's SGLang could not be imported to parse the command")
-    unknown = [u for u in launch.unknown_args if u.split("=", 1)[0] not in WINDOW_FLAGS]
+    if launch.parser == "fallback":
+        raise Skip("no parser of the host's SGLang release (neither importable nor in the data)")
+    # Window spellings are DFD104's, renamed or removed options DFD112's (with a rewrite).
+    release = release_for(launch.parser_version)[0] if launch.parser_version else None
+    unknown = [
+        u
+        for u in launch.unknown_args
+        if u.split("=", 1)[0] not in WINDOW_FLAGS
+        and renamed_option(release, u.split("=", 1)[0]) is None
+    ]
+    if launch.sglang_rejects is not None:
+        try:
+            argv = launch.argv[sglang_args_start(launch.argv) :]
+        except FactError:
+            argv = []
+        if any(
+            a.split("=", 1)[0] in launch.sglang_rejects and renamed_option(release, a) is not None
+            for a in argv
+            if a.startswith("--")
+        ):
+            return []  # an option this release renamed or removed: DFD140 rewrites it
     if launch.sglang_rejects is None and not unknown:
         return []
     reason = launch.sglang_rejects or f"unrecognized arguments: {' '.join(unknown)}"
+    how = (
+        "The host's SGLang parser says"
+        if launch.parser == "sglang"
+        else f"SGLang {launch.parser_version}'s parser (replayed from its wheel) says"
+    )
     evidence = [flag_evidence(launch, u.split("=", 1)[0], u) for u in unknown]
     if launch.sglang_rejects is not None:
         evidence.append(flag_evidence(launch, "", launch.sglang_rejects))
@@ -39,7 +68,7 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
             check_id="DFD110",
             severity=Severity.ERROR,
             title=f"SGLang {launch.parser_version} rejects the launch command",
-            message=f"The host's SGLang parser says: {reason}.",
+            message=f"{how}: {reason}.",
             evidence=evidence,
             fixes=[Fix(action="remove_flag", flag=u.split("=", 1)[0]) for u in unknown]
             or [Fix(action="manual", note=f"correct the command: {reason}")],

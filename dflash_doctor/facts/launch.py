@@ -11,13 +11,26 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dflash_doctor.errors import FactError
+from pydantic import ValidationError
+
+from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
+from dflash_doctor.facts.sglang_options import human_readable_int
+from dflash_doctor.facts.shell import (
+    Command,
+    Env,
+    Reader,
+    decode,
+    placeholders,
+    read_env_file,
+    run_script,
+    shown,
+)
 from dflash_doctor.redact import redact_argv
-from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG
+from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
 MAX_LAUNCH_BYTES = 1024 * 1024
 
@@ -44,7 +57,8 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--attention-backend",), "attention_backend", str),
     FlagSpec(("--speculative-draft-attention-backend",), "draft_attention_backend", str),
     FlagSpec(("--page-size",), "page_size", _positive_int),
-    FlagSpec(("--context-length",), "context_length", _positive_int),
+    # SGLang's own type: `32k`, `128Ki` (srt/utils/common.py human_readable_int, 0.5.11+)
+    FlagSpec(("--context-length",), "context_length", human_readable_int),
     FlagSpec(("--mem-fraction-static",), "mem_fraction_static", float),
     FlagSpec(("--cuda-graph-max-bs",), "cuda_graph_max_bs", _positive_int),
     FlagSpec(("--max-running-requests",), "max_running_requests", _positive_int),
@@ -94,8 +108,12 @@ def parse_argv(
     kind: LaunchKind,
     flag_lines: dict[str, int] | None = None,
     command_lines: tuple[int, int] | None = None,
+    lost: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> LaunchArgs:
+    """`lost`: shell variables that could not be expanded (their words hold `${NAME}`)."""
     start = sglang_args_start(argv)
+    parser_notes = list(notes)
     server_argv = argv[start:]
     ns, unknown = _fallback_parser().parse_known_args(server_argv)
     values: dict[str, object] = {}
@@ -103,9 +121,11 @@ def parse_argv(
         raw = getattr(ns, spec.dest)
         if raw is None:
             continue
+        if any(shown(name) in raw for name in lost):
+            continue  # unknown offline: named in parser_notes, every other value kept
         try:
             values[spec.dest] = spec.kind(raw)
-        except ValueError:
+        except (ValueError, argparse.ArgumentTypeError):
             raise FactError(f"{spec.flags[0]} expects a number, got {raw!r}") from None
     present = [a.split("=", 1)[0] for a in server_argv if a.split("=", 1)[0] in FLAG_BY_NAME]
     window_flag: str | None = None
@@ -120,6 +140,17 @@ def parse_argv(
     values.pop("old_window", None)
     # The fallback models only DFlash flags: the rest are SGLang's to judge, not unknown.
     other_flags = [u.split("=", 1)[0] for u in unknown if u.startswith("-")]
+    for name in lost:
+        users = [
+            prev
+            for prev, word in zip(["", *server_argv], server_argv, strict=False)
+            if shown(name) in word
+        ]
+        where = ", ".join(u for u in users if u.startswith("-")) or "the command"
+        parser_notes.append(
+            f"{shown(name)} could not be expanded offline (not set by the launch file or the "
+            f"files it sources): unknown value in {where}; every other value is kept"
+        )
     return LaunchArgs(
         source=source,
         kind=kind,
@@ -132,6 +163,7 @@ def parse_argv(
         flag_lines=flag_lines or {},
         command_lines=command_lines,
         python=_python_of(argv, start),
+        parser_notes=parser_notes,
         **values,
     )
 
@@ -148,22 +180,6 @@ def parse_cmdline(data: bytes, *, source: str) -> LaunchArgs:
     return parse_argv(argv, source=source, kind="process")
 
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _expand(text: str, env: dict[str, str]) -> str:
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        if m.group(2) is not None:
-            return m.group(2)
-        return m.group(0)
-
-    return _VAR.sub(sub, text)
-
-
 @dataclass(frozen=True)
 class LogicalLine:
     first: int  # 1-based physical line where it starts
@@ -175,7 +191,15 @@ class LogicalLine:
 
     @property
     def text(self) -> str:
-        return " ".join(p.rstrip()[:-1] if p.rstrip().endswith("\\") else p for p in self.physical)
+        return " ".join(p[:-1] if _continues(p) else p for p in self.physical)
+
+
+def _continues(line: str) -> bool:
+    """An odd run of backslashes right at the end continues the line; `\\ ` (a backslash
+    and a trailing space) escapes the space and ends the command, as in bash."""
+    stripped = line.rstrip("\r")
+    run = len(stripped) - len(stripped.rstrip("\\"))
+    return run % 2 == 1
 
 
 def logical_lines(text: str) -> list[LogicalLine]:
@@ -187,27 +211,12 @@ def logical_lines(text: str) -> list[LogicalLine]:
         if not current:
             first = number
         current.append(line)
-        if not line.rstrip().endswith("\\"):
+        if not _continues(line):
             out.append(LogicalLine(first, current))
             current = []
     if current:
         out.append(LogicalLine(first, current))
     return out
-
-
-def _flag_lines(line: LogicalLine) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for offset, physical in enumerate(line.physical):
-        for token in re.findall(r"--[A-Za-z0-9-]+", physical.split("#", 1)[0]):
-            found[token] = line.first + offset
-    return found
-
-
-def _parse_line(argv: list[str], line: LogicalLine, source: str, kind: LaunchKind) -> LaunchArgs:
-    """The command of one logical line, with where each flag and the command itself stand."""
-    return parse_argv(
-        argv, source=source, kind=kind, flag_lines=_flag_lines(line), command_lines=line.span
-    )
 
 
 def _decode_text(data: bytes, what: str) -> str:
@@ -228,30 +237,49 @@ def _split(text: str, first_line: int) -> list[str]:
         raise FactError(f"line {first_line}: cannot split the command: {e}") from None
 
 
-def parse_script(data: bytes, *, source: str) -> LaunchArgs:
-    """A shell launch script: simple `VAR=value` assignments, then the launch command."""
+def _runs_sglang(words: list[str]) -> bool:
+    try:
+        sglang_args_start(words)
+    except FactError:
+        return False
+    return True
+
+
+def _from_shell(cmd: Command, env: Env, source: str, kind: LaunchKind) -> LaunchArgs:
+    argv = [placeholders(w) for w in cmd.words]
+    flag_lines = {
+        w.split("=", 1)[0]: ln for w, ln in zip(argv, cmd.lines, strict=True) if w.startswith("--")
+    }
+    return parse_argv(
+        argv,
+        source=source,
+        kind=kind,
+        flag_lines=flag_lines,
+        command_lines=(cmd.first, cmd.last),
+        lost=env.lost,
+        notes=env.notes,
+    )
+
+
+def parse_script(
+    data: bytes, *, source: str, read: Reader | None = None, path: str = ""
+) -> LaunchArgs:
+    """A shell launch script, walked as bash would run it (facts/shell.py): the first command
+    that runs SGLang (not an `echo` or `pkill` that mentions it), expanded with the script's
+    variables, arrays and sourced files (read through `read`, never executed)."""
     text = _decode_text(data, "launch script")
-    env: dict[str, str] = {}
-    for line in logical_lines(text):
-        stripped = line.text.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if "sglang" in stripped and ("launch_server" in stripped or " serve" in stripped):
-            argv = _split(_expand(stripped, env), line.first)
-            while argv and (argv[0] in ("exec", "nohup", "env") or _ASSIGN.match(argv[0])):
-                argv.pop(0)
-            return _parse_line(argv, line, source, "script")
-        m = _ASSIGN.match(stripped)
-        if m:
-            value = _split(m.group(2), line.first) if m.group(2).strip() else [""]
-            env[m.group(1)] = _expand(" ".join(value), env)
-    raise FactError("no sglang.launch_server command found in the launch script")
+    env = Env()
+    cmd = run_script(text, env, read=read, here=path or source, is_sglang=_runs_sglang)
+    if cmd is None:
+        raise FactError("no sglang.launch_server command found in the launch script")
+    return _from_shell(cmd, env, source, "script")
 
 
-def parse_systemd_unit(data: bytes, *, source: str) -> LaunchArgs:
-    """A systemd unit: the last `ExecStart=` of [Service], with `Environment=` expanded."""
+def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) -> LaunchArgs:
+    """A systemd unit: the last `ExecStart=` of [Service], with `Environment=` and
+    `EnvironmentFile=` (read through `read`; a leading `-` makes it optional) expanded."""
     text = _decode_text(data, "systemd unit")
-    env: dict[str, str] = {}
+    env = Env()
     exec_line: LogicalLine | None = None
     for line in logical_lines(text):
         stripped = line.text.strip()
@@ -259,14 +287,31 @@ def parse_systemd_unit(data: bytes, *, source: str) -> LaunchArgs:
             for item in _split(stripped[len("Environment=") :], line.first):
                 if "=" in item:
                     k, v = item.split("=", 1)
-                    env[k] = v
+                    env.set(k, v)
+        elif stripped.startswith("EnvironmentFile="):
+            path = stripped[len("EnvironmentFile=") :].strip()
+            optional = path.startswith("-")
+            path = path.lstrip("-")
+            try:
+                if read is None:
+                    raise FactError("not read offline")
+                read_env_file(decode(read(path), path), env)
+            except FactError as e:
+                if not optional:
+                    env.notes.append(f"EnvironmentFile={path} could not be read ({e})")
         elif stripped.startswith("ExecStart="):
             exec_line = line
     if exec_line is None:
         raise FactError("no ExecStart= line in the systemd unit")
     command = exec_line.text.strip()[len("ExecStart=") :].lstrip("-@+!:")
-    argv = _split(_expand(command, env), exec_line.first)
-    return _parse_line(argv, exec_line, source, "systemd")
+    # systemd expands $VAR / ${VAR} from the environment it was given; a shell-style walk
+    # of the one command line does the same for these forms.
+    cmd = run_script(command, env, read=None, is_sglang=_runs_sglang)
+    if cmd is None:
+        raise FactError("ExecStart= does not run sglang.launch_server")
+    spread = exec_line.span
+    cmd = Command(cmd.words, [spread[0] + ln - 1 for ln in cmd.lines], spread[0], spread[1])
+    return _from_shell(cmd, env, source, "systemd")
 
 
 def _as_argv(value: object, what: str) -> list[str]:
@@ -313,10 +358,104 @@ def parse_compose(data: bytes, *, source: str, service: str | None = None) -> La
 
 
 def parse_launch_file(
-    data: bytes, *, source: str, path: str, service: str | None = None
+    data: bytes,
+    *,
+    source: str,
+    path: str,
+    service: str | None = None,
+    read: Reader | None = None,
 ) -> LaunchArgs:
+    """`read` reads the files the launch file pulls in (sourced env files,
+    EnvironmentFile=) through the host's file reader."""
     if path.endswith((".yaml", ".yml")):
         return parse_compose(data, source=source, service=service)
     if path.endswith((".service", ".conf")) or b"ExecStart=" in data:
-        return parse_systemd_unit(data, source=source)
-    return parse_script(data, source=source)
+        return parse_systemd_unit(data, source=source, read=read)
+    return parse_script(data, source=source, read=read, path=path)
+
+
+# Destinations of the replayed namespace -> LaunchArgs fields (the same as the host's own
+# parser answers, gather.NATIVE_FIELDS).
+REPLAY_FIELDS = {
+    "model_path": "model_path",
+    "speculative_algorithm": "speculative_algorithm",
+    "speculative_draft_model_path": "draft_model_path",
+    "speculative_num_draft_tokens": "num_draft_tokens",
+    "speculative_dflash_block_size": "dflash_block_size",
+    "attention_backend": "attention_backend",
+    "speculative_draft_attention_backend": "draft_attention_backend",
+    "page_size": "page_size",
+    "context_length": "context_length",
+    "mem_fraction_static": "mem_fraction_static",
+    "cuda_graph_max_bs": "cuda_graph_max_bs",
+    "max_running_requests": "max_running_requests",
+    "tp_size": "tp_size",
+    # 0.5.11-0.5.x store --tp-size in tensor_parallel_size (srt/server_args.py:4663 in 0.5.11)
+    "tensor_parallel_size": "tp_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+}
+
+
+def replay_launch(
+    args: LaunchArgs, version: str, read: Callable[[str], bytes] | None = None
+) -> LaunchArgs:
+    """Re-parse with the host's release's own parser, rebuilt from the option data.
+
+    Used where the host's SGLang cannot be imported (`gate`, recorded hosts, a server
+    Python we may not run). Unknown versions take the nearest earlier release, and say so.
+    """
+    from dflash_doctor.facts import sglang_options as so
+
+    release, note = so.release_for(version)
+    if release is None:
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, note or ""]})
+    start = sglang_args_start(args.argv)
+    serve = start >= 1 and args.argv[start - 1] == "serve"
+    try:
+        r = so.replay(args.argv[start:], release, serve=serve, read=read, note=note)
+    except FactError as e:
+        why = f"not replayed with SGLang {release}'s parser: {e}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
+    notes = [*args.parser_notes, *([note] if note else [])]
+    update: dict[str, object] = {
+        "parser": "replay",
+        "parser_version": release,
+        "parser_notes": notes,
+        "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
+    }
+    if r.error is not None and ("${" in r.error or "$(" in r.error or "`" in r.error):
+        # the refusal is about a value the shell walk could not know (facts/shell.py)
+        why = f"not replayed with SGLang {release}'s parser: {r.error}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
+    if r.error is not None:
+        if r.error.startswith("unrecognized arguments: "):
+            listed = r.error.split(": ", 1)[1].split()
+            unknown = [
+                a
+                for a in listed
+                if a.startswith("-")
+                and not re.fullmatch(r"-\d[\d.e+-]*", a)  # a negative number is a value
+                and so.resolve_in(release, a) is None
+            ]
+            if unknown:
+                update["unknown_args"] = unknown
+            else:  # stray values (a positional MODEL where the release takes none)
+                update["sglang_rejects"] = r.error_line
+        else:
+            update["sglang_rejects"] = r.error_line
+        return args.model_copy(update=update)
+    values = r.values
+    for key, name in REPLAY_FIELDS.items():
+        if values.get(key) is not None:
+            update[name] = values[key]
+    if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
+        update["cuda_graph_max_bs"] = values["cuda_graph_max_bs_decode"]
+    for used in r.used:
+        if used.option in WINDOW_FLAGS:
+            update["draft_window_flag"] = used.option
+            update["draft_window_size"] = values.get(used.info.dest)
+    try:
+        return LaunchArgs.model_validate({**args.model_dump(), **update})
+    except ValidationError as e:
+        why = f"not replayed with SGLang {release}'s parser: {validation_line(e)}"
+        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})

@@ -118,7 +118,9 @@ class LaunchArgs(BaseModel):
     source: str
     kind: LaunchKind
     argv: list[str]
-    parser: Literal["sglang", "fallback"] = "fallback"
+    # "replay": the host's release's parser rebuilt from the packaged option data
+    # (facts/sglang_options.py), where the host's own SGLang could not be asked.
+    parser: Literal["sglang", "fallback", "replay"] = "fallback"
     parser_version: str | None = None
     model_path: str | None = None
     speculative_algorithm: str | None = None
@@ -148,6 +150,9 @@ class LaunchArgs(BaseModel):
     # First and last line of the launch command in a script or unit (where flags go).
     command_lines: tuple[int, int] | None = None
     python: str | None = None
+    # Why the parse is not exact: a replay of the nearest release, a variable the shell
+    # expansion could not resolve, a --config file that could not be read.
+    parser_notes: list[str] = Field(default_factory=list)
 
     @property
     def is_dflash(self) -> bool:

@@ -30,6 +30,8 @@ KEYS = (
     "cuda_graph_max_bs",
     "max_running_requests",
     "tp_size",
+    "tensor_parallel_size",  # --tp-size's dest in the older releases
+    "cuda_graph_max_bs_decode",  # --cuda-graph-max-bs's dest from 0.5.14
     "kv_cache_dtype",
 )
 WINDOW_FLAGS = ("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")

@@ -13,7 +13,7 @@ from dflash_doctor.facts.launch import parse_launch_file
 from dflash_doctor.fix.apply import apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.edits import edit_inventory_launch
 from dflash_doctor.fix.plan import plan_fixes
-from dflash_doctor.gather import gather
+from dflash_doctor.gather import Gatherer, gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.report import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
@@ -50,7 +50,11 @@ def fix_host(
             data = transport.read_file(spec.path(source), max_bytes=1 << 20)
             text = data.decode("utf-8")
             source_launch = parse_launch_file(
-                data, source=source, path=source, service=spec.compose_service
+                data,
+                source=source,
+                path=source,
+                service=spec.compose_service,
+                read=Gatherer(spec, transport).read_host_file,
             )
         if roll_back:
             if source is None or source_launch is None:

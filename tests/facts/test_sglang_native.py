@@ -29,7 +29,9 @@ def test_own_parser_resolves_abbreviations(monkeypatch: pytest.MonkeyPatch) -> N
     g, args = native(monkeypatch, "0.5.23", "--speculative-draft-window", "2048")
     assert (args.parser, args.parser_version, g.native_version) == ("sglang", "0.5.23", "0.5.23")
     assert args.draft_window_flag == "--speculative-draft-window-size"
-    assert args.draft_window_size == 2048 and args.page_size == 1  # SGLang's own default
+    # SGLang's own default: page_size is None until ServerArgs resolves it
+    # (srt/server_args.py:377 `page_size: Optional[int] = None` in 0.5.11; the same in 0.5.23)
+    assert args.draft_window_size == 2048 and args.page_size is None
     facts = host_facts(drafter=drafter_cfg(), launch_args=args)
     # the resolved window is seen: on 0.5.23 it clamps the drafter's full layer 5 (DFD130)
     assert run_check(CATALOG["DFD130"], facts).status == "failed"
@@ -56,6 +58,55 @@ def test_unknown_flags_are_rejected_by_sglang(monkeypatch: pytest.MonkeyPatch) -
     assert (
         finding.fixes[0].action == "remove_flag"
         and finding.fixes[0].flag == "--enable-dflash-magic"
+    )
+
+
+def test_stand_in_refuses_what_the_release_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in parses from the option data: 0.5.23 refuses --cuda-graph-max-bs as an
+    ambiguous prefix (no alias after 0.5.19 srt/server_args.py:3928), and the error carries
+    prepare_server_args' prog `sglang serve` (srt/server_args.py:679 in 0.5.23)."""
+    _, args = native(monkeypatch, "0.5.23", "--cuda-graph-max-bs", "32")
+    assert args.sglang_rejects is not None
+    assert args.sglang_rejects.startswith("sglang")
+    assert "ambiguous option: --cuda-graph-max-bs could match" in args.sglang_rejects
+    _, args = native(monkeypatch, "0.5.19", "--cuda-graph-max-bs", "32")
+    assert args.sglang_rejects is None and args.cuda_graph_max_bs == 32
+
+
+def test_stand_in_prints_sglang_deprecation_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arg_groups/argparse_actions.py DeprecatedAliasStoreAction (0.5.13-0.5.19): the
+    warning, in yellow, on stderr; `sglang serve: error:` for what the release refuses."""
+    import subprocess
+
+    def run(version: str, *flags: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": FAKE, "FAKE_SGLANG_VERSION": version}
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "m",
+                *flags,
+                "--no-such",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    p = run("0.5.19", "--mamba-scheduler-strategy", "no_buffer")
+    assert (
+        "\x1b[1;33m'--mamba-scheduler-strategy' is deprecated and will be removed in a future "
+        "release. Use '--mamba-radix-cache-strategy' instead.\x1b[0m" in p.stderr
+    )
+    p = run("0.5.23", "--mamba-scheduler-strategy", "no_buffer")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1] == (
+        "sglang serve: error: unrecognized arguments: --mamba-scheduler-strategy no_buffer "
+        "--no-such"
     )
 
 

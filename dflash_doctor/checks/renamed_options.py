@@ -1,0 +1,114 @@
+"""Launch options that the host's SGLang release renamed, deprecated or no longer accepts."""
+
+from __future__ import annotations
+
+from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.views import flag_evidence, version_evidence
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import sglang_args_start
+from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.sglang_options import Renamed, release_for, renamed_option
+from dflash_doctor.sglang_versions import WINDOW_FLAGS
+
+
+@check("DFD140", "launch-option-renamed", Severity.ERROR, needs=("launch", "sglang_version"))
+def launch_option_renamed(facts: HostFacts) -> list[Finding]:
+    """A launch option that the host's SGLang release renamed, deprecated or removed.
+
+    **What it finds.** Each option of the launch command is looked up in the option data of
+    the host's SGLang release (`dflash_doctor/data/sglang_options.json`, generated from the
+    published wheels by `scripts/gen_sglang_options.py`): a deprecated alias (SGLang's
+    `Deprecated*Action`: it still works, and logs `'--old' is deprecated and will be removed
+    in a future release. Use '--new' instead.`), or an option an earlier release had that this
+    one refuses. Examples from the wheels: `--cuda-graph-max-bs` is a deprecated alias of
+    `--cuda-graph-max-bs-decode` in 0.5.14-0.5.19 (srt/server_args.py:6358 in 0.5.14,
+    :3928 in 0.5.19) and from 0.5.20 an ambiguous prefix of `--cuda-graph-max-bs-decode` and
+    `--cuda-graph-max-bs-prefill`, refused; `--mamba-scheduler-strategy` became
+    `--mamba-radix-cache-strategy` the same way (0.5.14-0.5.19 alias, unrecognized from
+    0.5.20); `--stream-output` (alias 0.5.11-0.5.19), `--nsa-*` -> `--dsa-*`, and every other
+    alias the data holds. The draft window spellings are DFD104's.
+
+    **Why it hurts.** A removed option stops the server at startup (`sglang serve: error:
+    unrecognized arguments` or `ambiguous option`): the next relaunch from this launch file
+    leaves the host without a server. A deprecated one works until the next upgrade does
+    the same.
+
+    **Example.** `--cuda-graph-max-bs 32` on 0.5.23: `sglang serve: error: ambiguous option:
+    --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill`.
+
+    **How to fix.** Use the spelling the release names (`--cuda-graph-max-bs-decode 32`).
+    Where SGLang's hint is not one flag (`--cuda-graph-backend-{decode,prefill}=disabled`,
+    `--attn-dp-size <dp-size>`) the fix is manual.
+
+    **Fix safety.** Exact: the new option stores into the same setting (the alias's `dest`
+    in the data), so the server runs as before; `fix` rewrites the option name in place and
+    keeps its value. Where the new option is already on the command line, the old one is
+    removed instead.
+
+    **Versions.** Per release, from the option data of 0.5.11 to 0.5.23 (post releases
+    included); a host version outside the data is judged by the nearest earlier release,
+    and the finding says so.
+    """
+    launch = facts.launch.value
+    version = facts.sglang_version.value
+    assert launch is not None and version is not None
+    release, note = release_for(version)
+    if release is None:
+        raise Skip(note or f"SGLang {version} is not in the option data")
+    try:
+        argv = launch.argv[sglang_args_start(launch.argv) :]
+    except FactError as e:
+        raise Skip(str(e)) from None
+    present = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    found: dict[str, Renamed] = {}
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        r = renamed_option(release, arg)
+        if r is not None and r.old not in WINDOW_FLAGS and r.written not in found:
+            found[r.written] = r
+    findings = []
+    for r in found.values():
+        findings.append(_finding(facts, r, present, note))
+    return findings
+
+
+def _finding(facts: HostFacts, r: Renamed, present: set[str], note: str | None) -> Finding:
+    launch = facts.launch.value
+    assert launch is not None
+    label = f"SGLang {facts.sglang_version.value}"
+    if r.status == "removed":
+        severity = Severity.ERROR
+        title = f"{label} refuses {r.written}"
+        message = (
+            f"{r.written} was last accepted by {r.last} ({r.where} there); from {r.since} the "
+            f"parser refuses it: `sglang serve: error: {r.message}`."
+        )
+    else:
+        severity = Severity.WARNING
+        title = f"{r.written} is deprecated in {label}"
+        until = f"; the last release that accepts it is {r.last}" if r.last else ""
+        message = (
+            f"{label} accepts {r.old} as a deprecated alias ({r.where}) and logs: "
+            f"{r.message}{until}."
+        )
+    if r.new is not None:
+        message += f" Use {r.new}."
+    if note:
+        message += f" ({note}.)"
+    if r.rewritable and r.new in present:
+        fix = Fix(action="remove_flag", flag=r.written, note=f"{r.new} is already set")
+    elif r.rewritable:
+        fix = Fix(action="replace_flag", flag=r.new, replaces=r.written)
+    elif r.new is not None:
+        fix = Fix(action="manual", note=f"replace {r.written} with {r.new}")
+    else:
+        fix = Fix(action="remove_flag", flag=r.written)
+    return Finding(
+        check_id="DFD140",
+        severity=severity,
+        title=title,
+        message=message,
+        evidence=[flag_evidence(launch, r.written, r.written), version_evidence(facts)],
+        fixes=[fix],
+    )

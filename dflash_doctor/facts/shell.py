@@ -1,0 +1,586 @@
+"""Read a shell launch script the way bash would run it, without running it.
+
+One linear pass over the text splits it into simple commands (quotes, backslashes,
+`;` `&&` `||` `|` `&`, redirections, comments, multi-line arrays) and expands parameters
+as bash does at that point of the script: `$V`, `${V}`, `${V:-x}`, `${V-x}`, `${V:=x}`,
+`${V:+x}`, `${1:-2}`, `${#V}`, `${ARR[@]}`, `"${ARR[@]}"`, `${ARR[n]}`. Assignments,
+`export`/`declare`/`local`/`readonly`, `ARR=(...)`, `ARR+=(...)` and `unset` are applied in
+order, and `. FILE` / `source FILE` read FILE through the caller's reader (the host's file
+reader: never executed) and apply its assignments.
+
+What cannot be known offline (command substitution, an unset variable without a default,
+script arguments) becomes the placeholder `${NAME}` in the word, and NAME is reported as
+lost; every other value is kept. A line ending in `\\` continues; `\\` followed by a space
+escapes the space and ends nothing, as in bash. All work is bounded by the caps below.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dflash_doctor.errors import FactError
+
+MAX_WORD = 1 << 20
+MAX_WORDS = 100_000
+MAX_VARS = 10_000
+MAX_SOURCED = 16
+MAX_DEPTH = 4
+
+LOST = "\x00"  # marks a lost expansion inside a word until the end (NUL never reaches here)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
+_PARAM = re.compile(
+    r"^(?P<len>#)?(?P<name>[A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!-])"
+    r"(?:\[(?P<index>[^\]]*)\])?(?:(?P<op>:-|-|:=|=|:\+|\+|:\?|\?)(?P<word>.*))?$",
+    re.S,
+)
+# Commands that mention sglang without running it.
+NOT_A_LAUNCH = frozenset(
+    [
+        "echo",
+        "printf",
+        "pkill",
+        "kill",
+        "killall",
+        "pgrep",
+        "grep",
+        "egrep",
+        "fgrep",
+        "logger",
+        "cat",
+        "tee",
+        "test",
+        "[",
+        "[[",
+        "true",
+        "false",
+        ":",
+        "ps",
+        "tail",
+        "head",
+        "sed",
+        "awk",
+        "curl",
+        "wget",
+        "which",
+        "type",
+        "command",
+        "hash",
+        "systemctl",
+        "journalctl",
+        "docker-compose-logs",
+        "wait",
+        "sleep",
+    ]
+)
+_PREFIX_WORDS = frozenset(
+    [
+        "exec",
+        "nohup",
+        "setsid",
+        "time",
+        "then",
+        "do",
+        "else",
+        "elif",
+        "if",
+        "while",
+        "until",
+        "!",
+        "{",
+        "(",
+    ]
+)
+
+Reader = Callable[[str], bytes]
+
+
+@dataclass
+class Env:
+    scalars: dict[str, str] = field(default_factory=dict)
+    arrays: dict[str, list[str]] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sourced: int = 0
+
+    def lose(self, name: str) -> str:
+        if name not in self.lost:
+            self.lost.append(name)
+        return f"{LOST}{name}{LOST}"
+
+    def set(self, name: str, value: str) -> None:
+        if len(self.scalars) + len(self.arrays) >= MAX_VARS:
+            raise FactError(f"more than {MAX_VARS} shell variables")
+        self.arrays.pop(name, None)
+        self.scalars[name] = value
+
+
+@dataclass
+class Command:
+    words: list[str]
+    lines: list[int]  # the line each word starts on
+    first: int
+    last: int
+    arrays: list[tuple[str, bool, list[str]]] = field(default_factory=list)
+
+
+def shown(name: str) -> str:
+    """How a lost expansion reads in the argv and in notes: `${NAME}`, or `$(cmd)` as written."""
+    return name if name.startswith(("$(", "`")) else f"${{{name}}}"
+
+
+def placeholders(word: str) -> str:
+    """The word as shown to people: lost expansions as `${NAME}` (or `$(cmd)`)."""
+    return re.sub(f"{LOST}([^{LOST}]*){LOST}", lambda m: shown(m.group(1)), word)
+
+
+class _Scanner:
+    def __init__(self, text: str, env: Env) -> None:
+        self.t = text
+        self.n = len(text)
+        self.i = 0
+        self.line = 1
+        self.env = env
+
+    # -- expansions ----------------------------------------------------------------------
+
+    def _braced_end(self, start: int) -> int:
+        """Index of the `}` closing the `${` whose content starts at `start`."""
+        depth, j = 1, start
+        while j < self.n:
+            c = self.t[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "$" and j + 1 < self.n and self.t[j + 1] == "{":
+                depth += 1
+                j += 2
+                continue
+            if c == "}":
+                depth -= 1
+                if depth == 0:
+                    return j
+            if c == "\n":
+                break
+            j += 1
+        raise FactError(f"line {self.line}: cannot split the command: unterminated ${{")
+
+    def _paren_end(self, start: int) -> int:
+        depth, j = 1, start
+        while j < self.n:
+            c = self.t[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    return j
+            elif c == "\n":
+                self.line += 1
+            j += 1
+        raise FactError(f"line {self.line}: cannot split the command: unterminated $(")
+
+    def _param(self, content: str) -> list[str] | str:
+        """One `${...}`: a string, or a list of fields for `[@]`/`[*]` of an array."""
+        m = _PARAM.match(content)
+        if m is None:
+            return self.env.lose(content[:40] or "?")
+        name, index, op, word = m.group("name"), m.group("index"), m.group("op"), m.group("word")
+        value: str | list[str] | None
+        if name.isdigit() or name in "@*#?$!-":
+            value = None if name not in "#" else "0"  # script arguments are not known offline
+        elif name in self.env.arrays:
+            items = self.env.arrays[name]
+            if index in ("@", "*"):
+                value = list(items)
+            elif index is None or index.strip() == "0":
+                value = items[0] if items else ""
+            else:
+                idx = index.strip()
+                value = items[int(idx)] if idx.isdigit() and int(idx) < len(items) else None
+        else:
+            value = self.env.scalars.get(name)
+            if value is not None and index in ("@", "*"):
+                value = [value]
+        if m.group("len"):
+            if value is None:
+                return self.env.lose(name)
+            return str(len(value))
+        if op is None:
+            return value if value is not None else self.env.lose(name)
+        empty = value is None or (op.startswith(":") and value in ("", []))
+        if op in (":-", "-", ":=", "="):
+            if not empty:
+                return value if value is not None else ""
+            default = self.expand_text(word or "")
+            if op in (":=", "=") and _NAME.fullmatch(name):
+                self.env.set(name, default)
+            return default
+        if op in (":+", "+"):
+            return "" if empty else self.expand_text(word or "")
+        return value if not empty and value is not None else self.env.lose(name)
+
+    def expand_text(self, text: str) -> str:
+        """Expand a `${V:-word}` word (quotes removed, no word splitting)."""
+        sub = _Scanner(text, self.env)
+        out: list[str] = []
+        while sub.i < sub.n:
+            c = sub.t[sub.i]
+            if c == "$":
+                v = sub._dollar()
+                out.append(" ".join(v) if isinstance(v, list) else v)
+            elif c == "'":
+                end = sub.t.find("'", sub.i + 1)
+                end = sub.n if end < 0 else end
+                out.append(sub.t[sub.i + 1 : end])
+                sub.i = end + 1
+            elif c == '"':
+                sub.i += 1
+            elif c == "\\" and sub.i + 1 < sub.n:
+                out.append(sub.t[sub.i + 1])
+                sub.i += 2
+            else:
+                out.append(c)
+                sub.i += 1
+        return "".join(out)
+
+    def _dollar(self) -> str | list[str]:
+        """At a `$`: consume the expansion and return its value."""
+        t, i = self.t, self.i
+        nxt = t[i + 1] if i + 1 < self.n else ""
+        if nxt == "{":
+            end = self._braced_end(i + 2)
+            self.i = end + 1
+            return self._param(t[i + 2 : end])
+        if nxt == "(":
+            end = self._paren_end(i + 2)
+            self.i = end + 1
+            return self.env.lose("$(" + t[i + 2 : end][:30] + ")")
+        m = _NAME.match(t, i + 1)
+        if m is not None:
+            self.i = m.end()
+            return self._param(m.group(0))
+        if nxt and (nxt.isdigit() or nxt in "@*#?$!-"):
+            self.i = i + 2
+            return self._param(nxt)
+        self.i = i + 1
+        return "$"
+
+    # -- words and commands ----------------------------------------------------------------
+
+    def commands(self) -> list[Command] | None:
+        """The next simple command (as a one-item list), or None at the end of the text."""
+        words: list[str] = []
+        lines: list[int] = []
+        arrays: list[tuple[str, bool, list[str]]] = []
+        cur: str | None = None
+        cur_line = self.line
+        first = self.line
+        t = self.t
+
+        def end_word() -> None:
+            nonlocal cur
+            if cur is not None:
+                if len(cur) > MAX_WORD or len(words) >= MAX_WORDS:
+                    raise FactError("launch command too large")
+                words.append(cur)
+                lines.append(cur_line)
+                cur = None
+
+        def add(text: str) -> None:
+            nonlocal cur, cur_line
+            if cur is None:
+                cur_line = self.line
+                cur = ""
+            cur += text
+
+        def add_fields(value: str | list[str], quoted: bool) -> None:
+            nonlocal cur
+            if isinstance(value, list):
+                if not value:
+                    return
+                add(value[0])
+                for item in value[1:]:
+                    end_word()
+                    add(item)
+                return
+            if quoted or LOST in value or (cur is not None and _ASSIGN.match(cur)):
+                add(value)  # quoted, or an assignment's value: no word splitting in bash
+                return
+            parts = value.split()
+            if not parts:
+                return
+            if value[:1].isspace():
+                end_word()
+            add(parts[0])
+            for part in parts[1:]:
+                end_word()
+                add(part)
+            if value[-1:].isspace():
+                end_word()
+
+        while self.i < self.n:
+            c = t[self.i]
+            if c == "\\":
+                if self.i + 1 < self.n and t[self.i + 1] == "\n":
+                    self.i += 2
+                    self.line += 1
+                    continue
+                if self.i + 1 < self.n:
+                    add(t[self.i + 1])
+                self.i += 2
+                continue
+            if c == "\n":
+                end_word()
+                self.i += 1
+                self.line += 1
+                if words or arrays:
+                    start = lines[0] if lines else first
+                    return [Command(words, lines, start, self.line - 1, arrays)]
+                first = self.line
+                continue
+            if c in " \t\r":
+                end_word()
+                self.i += 1
+                continue
+            if c == "#" and cur is None:
+                nl = t.find("\n", self.i)
+                self.i = self.n if nl < 0 else nl
+                continue
+            if c == "'":
+                end = t.find("'", self.i + 1)
+                if end < 0:
+                    raise FactError(
+                        f"line {self.line}: cannot split the command: unterminated single quote"
+                    )
+                add(t[self.i + 1 : end])
+                self.line += t.count("\n", self.i, end)
+                self.i = end + 1
+                continue
+            if c == '"':
+                add("")
+                self.i += 1
+                while True:
+                    if self.i >= self.n:
+                        raise FactError(
+                            f"line {self.line}: cannot split the command: unterminated double quote"
+                        )
+                    d = t[self.i]
+                    if d == '"':
+                        self.i += 1
+                        break
+                    if d == "\\" and self.i + 1 < self.n and t[self.i + 1] in '$`"\\\n':
+                        if t[self.i + 1] != "\n":
+                            add(t[self.i + 1])
+                        else:
+                            self.line += 1
+                        self.i += 2
+                    elif d == "$":
+                        add_fields(self._dollar(), quoted=True)
+                    elif d == "`":
+                        end = t.find("`", self.i + 1)
+                        end = self.n - 1 if end < 0 else end
+                        add(self.env.lose("`" + t[self.i + 1 : end][:30] + "`"))
+                        self.i = end + 1
+                    else:
+                        if d == "\n":
+                            self.line += 1
+                        add(d)
+                        self.i += 1
+                continue
+            if c == "$":
+                if t.startswith("$'", self.i):
+                    end = t.find("'", self.i + 2)
+                    if end < 0:
+                        raise FactError(
+                            f"line {self.line}: cannot split the command: unterminated $'"
+                        )
+                    raw = t[self.i + 2 : end]
+                    add(raw.replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"))
+                    self.i = end + 1
+                    continue
+                add_fields(self._dollar(), quoted=False)
+                continue
+            if c == "`":
+                end = t.find("`", self.i + 1)
+                end = self.n - 1 if end < 0 else end
+                add(self.env.lose("`" + t[self.i + 1 : end][:30] + "`"))
+                self.i = end + 1
+                continue
+            if c in ";&|":
+                end_word()
+                while self.i < self.n and t[self.i] in ";&|":
+                    self.i += 1
+                if words or arrays:
+                    return [Command(words, lines, lines[0] if lines else first, self.line, arrays)]
+                first = self.line
+                continue
+            if c in "<>":
+                if cur is not None and cur.isdigit():
+                    cur = None  # `2>&1`: the digit is the redirection's, not a word
+                end_word()
+                while self.i < self.n and t[self.i] in "<>&":
+                    self.i += 1
+                while self.i < self.n and t[self.i] in " \t":
+                    self.i += 1
+                while self.i < self.n and t[self.i] not in " \t\n;&|":
+                    self.i += 1  # the target: dropped
+                continue
+            if c == "(" and cur is not None and cur.endswith("="):
+                m = _ASSIGN.match(cur)
+                if m and m.group(3) == "":
+                    arrays.append((m.group(1), m.group(2) == "+", self._array()))
+                    cur = None
+                    continue
+            if c in "()":
+                end_word()
+                self.i += 1
+                continue
+            add(c)
+            self.i += 1
+        end_word()
+        if words or arrays:
+            return [Command(words, lines, lines[0] if lines else first, self.line, arrays)]
+        return None
+
+    def _array(self) -> list[str]:
+        """The elements of `NAME=( ... )`, the scanner at `(`."""
+        self.i += 1
+        close = self.t.find(")", self.i)
+        if close < 0:
+            raise FactError(f"line {self.line}: cannot split the command: unterminated array")
+        inner = _Scanner(self.t[self.i : close].replace("\n", " "), self.env)
+        self.line += self.t.count("\n", self.i, close)
+        self.i = close + 1
+        items: list[str] = []
+        while (cmds := inner.commands()) is not None:
+            items.extend(cmds[0].words)
+        return items
+
+
+def _strip_prefix(words: list[str]) -> list[str]:
+    i = 0
+    while i < len(words) and (words[i] in _PREFIX_WORDS or _ASSIGN.match(words[i])):
+        i += 1
+    if i < len(words) and words[i] == "env":
+        i += 1
+        while i < len(words) and (words[i].startswith("-") or _ASSIGN.match(words[i])):
+            i += 1
+    return words[i:]
+
+
+def _assign(env: Env, m: re.Match[str]) -> None:
+    """`NAME=value` or `NAME+=value`."""
+    name, append, value = m.group(1), m.group(2), m.group(3)
+    env.set(name, (env.scalars.get(name, "") if append else "") + value)
+
+
+def _apply(cmd: Command, env: Env, read: Reader | None, depth: int, here: str) -> bool:
+    """Apply what the command changes in the shell; True if it is a plain command to judge."""
+    for name, append, items in cmd.arrays:
+        if len(items) > MAX_WORDS:
+            raise FactError("shell array too large")
+        base = env.arrays.get(name, []) if append else []
+        env.scalars.pop(name, None)
+        env.arrays[name] = base + items
+    words = cmd.words
+    if not words:
+        return False
+    head = words[0]
+    if head in ("export", "declare", "typeset", "local", "readonly"):
+        for w in words[1:]:
+            m = _ASSIGN.match(w)
+            if m:
+                env.set(
+                    m.group(1), (env.scalars.get(m.group(1), "") if m.group(2) else "") + m.group(3)
+                )
+        return False
+    if head == "unset":
+        for w in words[1:]:
+            env.scalars.pop(w, None)
+            env.arrays.pop(w, None)
+        return False
+    if head in (".", "source") and len(words) > 1:
+        _source(words[1], env, read, depth, here)
+        return False
+    if all(_ASSIGN.match(w) for w in words):
+        for w in words:
+            m = _ASSIGN.match(w)
+            assert m is not None
+            env.set(
+                m.group(1), (env.scalars.get(m.group(1), "") if m.group(2) else "") + m.group(3)
+            )
+        return False
+    return True
+
+
+def _source(path: str, env: Env, read: Reader | None, depth: int, here: str) -> None:
+    shown = placeholders(path)
+    if LOST in path or read is None:
+        env.notes.append(f"{shown} is sourced but was not read: variables it sets are unknown")
+        return
+    if depth >= MAX_DEPTH or env.sourced >= MAX_SOURCED:
+        env.notes.append(f"{shown} not read: more than {MAX_SOURCED} sourced files or too deep")
+        return
+    env.sourced += 1
+    # bash resolves a relative path against the working directory, unknown offline: the
+    # sourcing file's directory is the usual one for launch scripts.
+    full = posixpath.normpath(posixpath.join(posixpath.dirname(here), path))
+    try:
+        data = read(full)
+        text = decode(data, full)
+    except FactError as e:
+        env.notes.append(f"{shown} is sourced but could not be read ({e})")
+        return
+    run_script(text, env, read=read, depth=depth + 1, here=full, want_launch=False)
+
+
+def decode(data: bytes, what: str, limit: int = 1 << 20) -> str:
+    if len(data) > limit:
+        raise FactError(f"{what} is {len(data)} bytes, larger than {limit}")
+    if b"\0" in data:
+        raise FactError(f"{what} holds binary data (NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FactError(f"{what} is not UTF-8 text (byte {e.start})") from None
+
+
+def is_launch(words: list[str], is_sglang: Callable[[list[str]], bool]) -> bool:
+    rest = _strip_prefix(words)
+    if not rest or posixpath.basename(rest[0]) in NOT_A_LAUNCH:
+        return False
+    return is_sglang(rest)
+
+
+def run_script(
+    text: str,
+    env: Env,
+    *,
+    read: Reader | None,
+    depth: int = 0,
+    here: str = "",
+    want_launch: bool = True,
+    is_sglang: Callable[[list[str]], bool] | None = None,
+) -> Command | None:
+    """Walk the script in order; the first command that runs SGLang (expanded), if wanted."""
+    scanner = _Scanner(text, env)
+    while (cmds := scanner.commands()) is not None:
+        cmd = cmds[0]
+        if not _apply(cmd, env, read, depth, here):
+            continue
+        if want_launch and is_sglang is not None and is_launch(cmd.words, is_sglang):
+            prefix = len(cmd.words) - len(_strip_prefix(cmd.words))
+            return Command(cmd.words[prefix:], cmd.lines[prefix:], cmd.first, cmd.last)
+    return None
+
+
+def read_env_file(text: str, env: Env) -> None:
+    """A systemd `EnvironmentFile=` / dotenv file: `KEY=value` lines, shell quoting."""
+    run_script(text, env, read=None, want_launch=False)
