@@ -16,6 +16,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import (
     parse_argv,
@@ -60,6 +61,14 @@ NATIVE_FIELDS = {
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
+    "pp_size": "pp_size",
+    "dp_size": "dp_size",
+    "attn_dp_size": "attn_dp_size",
+    "enable_dp_attention": "enable_dp_attention",
+    "enable_dp_lm_head": "enable_dp_lm_head",
+    "prefill_attention_backend": "prefill_attention_backend",
+    "decode_attention_backend": "decode_attention_backend",
+    "quantization": "quantization",
 }
 
 
@@ -87,6 +96,10 @@ class Gatherer:
         )
         self.launch_python: str | None = spec.python
         self.native_version: str | None = None
+        # The server process's catalog variables (facts/environment.py), once it is found.
+        self.process_env: Fact[dict[str, str]] = Fact[dict[str, str]].missing(
+            f"{self.host}: no server process found, so its environment is unknown"
+        )
 
     # -- the server process -------------------------------------------------------------
 
@@ -126,8 +139,15 @@ class Gatherer:
     def _read_environ(self, pid: int) -> None:
         try:
             data = self.t.read_file(self.spec.path(f"/proc/{pid}/environ"), max_bytes=1 << 20)
-        except DoctorError:
+        except DoctorError as e:
+            self.process_env = Fact[dict[str, str]].missing(
+                f"{self.host}:/proc/{pid}/environ: {e}", source=f"/proc/{pid}/environ"
+            )
             return
+        # Only the allow-listed names the checks read are kept (never secrets).
+        self.process_env = Fact[dict[str, str]].of(
+            catalog_environ(data), source=f"/proc/{pid}/environ"
+        )
         # Only the keys that locate model files are kept: environ holds secrets.
         for item in data.split(b"\0"):
             key, _, value = item.decode("utf-8", "replace").partition("=")
@@ -447,6 +467,7 @@ class Gatherer:
             drafter=drafter,
             target=target,
             log=log,
+            environ=self.process_env,
         )
 
 

@@ -3,9 +3,14 @@
 from dflash_doctor.checks import (
     backend,
     block_size,
+    context,
+    environment,
+    hardware,
     launch_command,
+    model_wiring,
     runtime,
     target_model,
+    topology,
     window,
 )
 from dflash_doctor.checks.base import REGISTRY, Check
@@ -15,9 +20,14 @@ __all__ = [
     "Check",
     "backend",
     "block_size",
+    "context",
+    "environment",
+    "hardware",
     "launch_command",
+    "model_wiring",
     "runtime",
     "target_model",
+    "topology",
     "window",
 ]
 

@@ -87,7 +87,7 @@ class Skip(Exception):
     """Raised by a check that does not apply to these facts; the message is the reason."""
 
 
-FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log"]
+FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log", "environ"]
 CheckFunc = Callable[[HostFacts], list[Finding]]
 
 

@@ -220,3 +220,16 @@ def server_draft_kv(facts: HostFacts, cfg: DrafterConfig, context: int, window: 
         tp_size=launch.tp_size if launch else 1,
         kv_cache_dtype=launch.kv_cache_dtype if launch else None,
     )
+
+
+def env_value(facts: HostFacts, name: str) -> tuple[bool, str | None]:
+    """(known, value) of one catalog variable in the server's environment (None: unset)."""
+    env = facts.environ.value
+    if env is None:
+        return False, None
+    return True, env.get(name)
+
+
+def env_evidence(facts: HostFacts, name: str, value: str | None) -> Evidence:
+    text = f"{name}={value}" if value is not None else f"{name} is not set"
+    return Evidence(kind="config", text=text, file=facts.environ.source, key=name)

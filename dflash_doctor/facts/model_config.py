@@ -103,6 +103,35 @@ def _rope_theta(obj: dict[str, Any]) -> float | None:
     return None
 
 
+# SGLang's `get_context_length` (srt/utils/hf_transformers/common.py, identical in every
+# release 0.5.11-0.5.23: 0.5.11 lines 356-382, 0.5.23 lines 668-694): the first of these keys
+# that is set, times rope_scaling.factor unless rope_scaling has
+# original_max_position_embeddings or rope_type "llama3"; 2048 when none is set.
+CONTEXT_LENGTH_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
+
+
+def context_length_of(obj: dict[str, Any]) -> tuple[int, str] | None:
+    """The context length SGLang derives from a (text) config, and the key it came from."""
+    scaling = obj.get("rope_scaling")
+    factor: float = 1
+    if isinstance(scaling, dict) and scaling:
+        raw = scaling.get("factor", 1)
+        factor = raw if isinstance(raw, int | float) and not isinstance(raw, bool) else 1
+        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        value = _int(obj, key)
+        if value is not None:
+            return int(factor * value), key
+    return None
+
+
 def derive_layer_types(
     num_layers: int, sliding_window: int | None, use_sliding_window: bool, max_window_layers: int
 ) -> list[str]:
@@ -158,6 +187,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         block_size = _int(obj, "block_size")
         block_key = "block_size" if block_size is not None else None
     dtype = obj.get("torch_dtype", obj.get("dtype"))
+    context = context_length_of(obj)
     return DrafterConfig(
         path=path,
         architectures=_str_list(obj, "architectures") or [],
@@ -181,6 +211,9 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         mask_token_id=_int(dflash, "mask_token_id"),
         num_target_layers=_int(obj, "num_target_layers"),
         key_lines=_key_lines(data),
+        max_position_embeddings=_int(obj, "max_position_embeddings"),
+        context_length=context[0] if context else None,
+        context_length_key=context[1] if context else None,
     )
 
 
@@ -190,6 +223,9 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
     # Multimodal wrappers (e.g. Kimi K2.5/K2.6, Qwen-VL) keep the language model in text_config.
     if "num_hidden_layers" not in obj and isinstance(obj.get("text_config"), dict):
         text = obj["text_config"]
+    quant = obj.get("quantization_config")
+    if not isinstance(quant, dict):
+        quant = {}
     return TargetConfig(
         path=path,
         architectures=_str_list(obj, "architectures") or [],
@@ -199,4 +235,8 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         vocab_size=_int(text, "vocab_size"),
         max_position_embeddings=_int(text, "max_position_embeddings"),
         key_lines=_key_lines(data),
+        quant_method=quant.get("quant_method")
+        if isinstance(quant.get("quant_method"), str)
+        else None,
+        lm_head_quantized=quant.get("lm_head") is True,
     )

@@ -56,6 +56,11 @@ class DrafterConfig(BaseModel):
     mask_token_id: int | None = None
     num_target_layers: int | None = None
     key_lines: dict[str, int] = Field(default_factory=dict)
+    max_position_embeddings: int | None = None
+    # The context length SGLang derives from this config (`get_context_length`), and the key
+    # it came from; None when no key is set (SGLang then assumes 2048).
+    context_length: int | None = None
+    context_length_key: str | None = None
 
     @property
     def sliding_layers(self) -> list[int]:
@@ -87,6 +92,10 @@ class TargetConfig(BaseModel):
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
     key_lines: dict[str, int] = Field(default_factory=dict)
+    # quantization_config.quant_method, and whether it quantizes the lm_head too
+    # (quantization_config.lm_head, read by SGLang's GPTQ/AWQ/AutoRound/MoE-WNA16 configs).
+    quant_method: str | None = None
+    lm_head_quantized: bool = False
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
@@ -128,6 +137,15 @@ class LaunchArgs(BaseModel):
     # First and last line of the launch command in a script or unit (where flags go).
     command_lines: tuple[int, int] | None = None
     python: str | None = None
+    # Topology and backends (issue 11): what DFLASH refuses or changes per version.
+    pp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    enable_dp_attention: bool = False
+    enable_dp_lm_head: bool = False
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    quantization: str | None = None
 
     @property
     def is_dflash(self) -> bool:
@@ -203,3 +221,8 @@ class HostFacts(BaseModel):
     log: Fact[LogFacts] = Field(default_factory=lambda: Fact[LogFacts].missing("not gathered"))
     # Not asked for unless `check --probe`: then a value, or the reason it could not run.
     probe: Fact[ProbeResult] = Field(default_factory=lambda: Fact[ProbeResult]())
+    # The server process's environment, only the names the catalog reads
+    # (facts/environment.py CATALOG_ENV_NAMES); the names set, with their values.
+    environ: Fact[dict[str, str]] = Field(
+        default_factory=lambda: Fact[dict[str, str]].missing("not gathered")
+    )

@@ -31,6 +31,14 @@ KEYS = (
     "max_running_requests",
     "tp_size",
     "kv_cache_dtype",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "enable_dp_attention",
+    "enable_dp_lm_head",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "quantization",
 )
 WINDOW_FLAGS = ("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")
 
