@@ -47,7 +47,7 @@ class Fix(BaseModel):
 
     def describe(self) -> str:
         if self.action == "set_flag":
-            return f"set {self.flag} {self.value}"
+            return f"set {self.flag}" + (f" {self.value}" if self.value is not None else "")
         if self.action == "remove_flag":
             return f"remove {self.flag}"
         if self.action == "replace_flag":

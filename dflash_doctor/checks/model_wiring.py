@@ -9,7 +9,7 @@ from dflash_doctor.checks.views import (
     require_dflash,
     version_evidence,
 )
-from dflash_doctor.facts.capture_hooks import capture_support, release_key
+from dflash_doctor.facts.capture_hooks import HOOK, capture_support, release_key
 from dflash_doctor.facts.models import HostFacts
 
 # speculative/dflash_worker.py 0.5.11:451-458 (0.5.14+ dflash_worker_v2.py, 0.5.23:1402-1408),
@@ -118,9 +118,9 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** An upgrade changes more than this; re-run the whole check after it.
 
-    **Versions.** Hook texts: 0.5.11-0.5.15.post1 and 0.5.16-0.5.23. Architectures: per
-    release, from the data file. A patched SGLang may differ: the verdict names the
-    release whose data decided.
+    **Versions.** Hook texts: 0.5.11-0.5.15.post1 and 0.5.16-0.5.23. Architectures: read
+    from the host's installed `sglang/srt/models` files when they can be read (a patched
+    build answers for itself), else from the per-release data; the verdict says which.
     """
     require_dflash(facts)
     target = facts.target.value
@@ -130,21 +130,40 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
         raise Skip("the target config lists no architectures")
     arch = target.architectures[0]
     answer = capture_support(version, arch)
-    if answer is None:
-        raise Skip(f"no capture data for SGLang {version} (older than 0.5.11)")
-    if answer.captures:
-        return []
-    if not answer.known:
-        raise Skip(f"SGLang {answer.release} registers no model class {arch!r}")
+    host = facts.capture_hook.value
+    if host is not None and host.architecture == arch:
+        # The host's own files decide (patched builds included).
+        if host.implements:
+            return []
+        source = f"decided from the host's installed {host.file}"
+        host_evidence: list[Evidence] = [
+            Evidence(
+                kind="derived",
+                text=f"{arch} in the host's SGLang files has no {HOOK} "
+                f"({host.files_read} file(s) read)",
+                file=host.file,
+            )
+        ]
+    else:
+        host_evidence = []
+        if answer is None:
+            raise Skip(f"no capture data for SGLang {version} (older than 0.5.11)")
+        if answer.captures:
+            return []
+        if not answer.known:
+            raise Skip(f"SGLang {answer.release} registers no model class {arch!r}")
+        source = f"decided from the {answer.release} wheel's data" + (
+            "" if answer.exact else f" (the newest release at or below {version})"
+        )
+        if facts.capture_hook.error:
+            source += f"; host files not read: {facts.capture_hook.error}"
     template = (
         HOOK_REFUSAL_NEW if release_key(version)[:3] >= HOOK_NEITHER_SINCE else HOOK_REFUSAL_OLD
     )
-    source = f"data from the {answer.release} wheel" + (
-        "" if answer.exact else f" (the newest release at or below {version})"
-    )
+    nxt = answer.next_capturing if answer is not None else None
     fixes = (
-        [Fix(action="upgrade_sglang", value=answer.next_capturing)]
-        if answer.next_capturing
+        [Fix(action="upgrade_sglang", value=nxt)]
+        if nxt
         else [Fix(action="manual", note=f"no SGLang release implements the hook for {arch}")]
     )
     return [
@@ -161,6 +180,7 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
                     target.key_lines.get("architectures"),
                 ),
                 version_evidence(facts),
+                *host_evidence,
             ],
             fixes=fixes,
         )

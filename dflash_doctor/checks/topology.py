@@ -91,13 +91,14 @@ def pipeline_parallel(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     evidence: list[Evidence] = []
     pp = 1
+    pp_flag = "--pp-size"
     if launch is not None:
         pp = launch.pp_size
-        flag = next(
-            (f for f in ("--pp-size", "--pipeline-parallel-size") if f in launch.flag_lines),
+        pp_flag = next(
+            (f for f in ("--pp-size", "--pipeline-parallel-size") if f in launch.flags_present),
             "--pp-size",
         )
-        evidence.append(flag_evidence(launch, flag, f"{flag} {pp}"))
+        evidence.append(flag_evidence(launch, pp_flag, f"{pp_flag} {pp}"))
     else:
         log = facts.log.value
         assert log is not None
@@ -116,7 +117,7 @@ def pipeline_parallel(facts: HostFacts) -> list[Finding]:
             message=f"SGLang refuses to start: `{PP_REFUSAL}`",
             evidence=evidence,
             fixes=[
-                Fix(action="remove_flag", flag="--pp-size"),
+                Fix(action="remove_flag", flag=pp_flag),
                 Fix(action="manual", note=f"raise --tp-size to cover the {pp}x GPUs PP used"),
             ],
         )
@@ -157,8 +158,10 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     **How to fix.** Up to 0.5.22: drop DP attention (`--enable-dp-attention`,
     `--attn-dp-size`) or upgrade to 0.5.23. On 0.5.23: add `--enable-dp-lm-head`.
 
-    **Fix safety.** Dropping DP attention changes memory per GPU for MLA models (the KV
-    cache is no longer split by DP); re-check `--mem-fraction-static`.
+    **Fix safety.** The fix removes every DP flag (`--enable-dp-attention`, `--dp-size`,
+    `--attn-dp-size`): removing only `--enable-dp-attention` would turn `--dp-size N` into
+    N model replicas. Without DP attention the KV cache of MLA models is no longer split
+    by DP: re-check `--mem-fraction-static` and the running-request limit.
 
     **Versions.** Refused 0.5.11-0.5.19 (every device), 0.5.20-0.5.22 (all but NPU);
     0.5.23 allowed on CUDA with `--enable-dp-lm-head`.
@@ -177,6 +180,13 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
         version_evidence(facts),
     ]
     refusal = _dp_rule(vf.version)
+    # Dropping only --enable-dp-attention would turn --dp-size into that many model
+    # replicas: the exact undo is the plain TP layout, so every DP flag goes.
+    dp_flags: list[str] = [
+        f
+        for f in ("--enable-dp-attention", "--dp-size", "--data-parallel-size", "--attn-dp-size")
+        if f in launch.flags_present
+    ] or [flag]
     if refusal is not None:
         return [
             Finding(
@@ -186,7 +196,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
                 message=f"SGLang refuses to start: `{refusal}`",
                 evidence=evidence,
                 fixes=[
-                    Fix(action="remove_flag", flag=flag),
+                    *(Fix(action="remove_flag", flag=f) for f in dp_flags),
                     Fix(action="upgrade_sglang", value="0.5.23"),
                 ],
             )
@@ -225,7 +235,11 @@ def _tp_size(facts: HostFacts) -> tuple[int, Evidence]:
     launch = facts.launch.value
     if launch is not None:
         flag = next(
-            (f for f in ("--tp-size", "--tensor-parallel-size", "--tp") if f in launch.flag_lines),
+            (
+                f
+                for f in ("--tp-size", "--tensor-parallel-size", "--tp")
+                if f in launch.flags_present
+            ),
             "--tp-size",
         )
         return launch.tp_size, flag_evidence(launch, flag, f"tp_size={launch.tp_size}")
@@ -385,8 +399,10 @@ def quantized_lm_head(facts: HostFacts) -> list[Finding]:
     fixes = [Fix(action="manual", note="use a target checkpoint whose lm_head is not quantized")]
     if vf.version >= QUANT_HEAD_ANY_TP_UNTIL:
         fixes.append(Fix(action="manual", note="serve at --tp-size 1"))
-    else:
+    elif tp <= 1:
         fixes.append(Fix(action="upgrade_sglang", value="0.5.18"))
+    else:
+        fixes.append(Fix(action="manual", note="upgrade to SGLang 0.5.18+ and serve at tp 1"))
     evidence = [head, version_evidence(facts)]
     if launch is not None:
         evidence.append(flag_evidence(launch, "--tp-size", f"tp_size={tp}"))

@@ -203,6 +203,16 @@ class Gpu(BaseModel):
     driver_version: str | None = None
 
 
+class CaptureHook(BaseModel):
+    """Whether the host's installed SGLang files give the target's model class
+    `set_dflash_layers_to_capture` (read as text, never imported)."""
+
+    architecture: str
+    implements: bool
+    file: str
+    files_read: int
+
+
 class HostFacts(BaseModel):
     """Everything gathered from one host; the only input of the checks."""
 
@@ -225,4 +235,8 @@ class HostFacts(BaseModel):
     # (facts/environment.py CATALOG_ENV_NAMES); the names set, with their values.
     environ: Fact[dict[str, str]] = Field(
         default_factory=lambda: Fact[dict[str, str]].missing("not gathered")
+    )
+    # The target architecture's DFLASH capture hook in the host's installed SGLang files.
+    capture_hook: Fact[CaptureHook] = Field(
+        default_factory=lambda: Fact[CaptureHook].missing("not gathered")
     )

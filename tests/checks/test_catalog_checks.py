@@ -306,7 +306,12 @@ def test_dfd125_refused_through_0_5_22(version: str, text: str) -> None:
     r = run("DFD125", launch_args=launch(*DP), version=version)
     (f,) = r.findings
     assert f.message.endswith(f"{text}`")
-    assert [x.action for x in f.fixes] == ["remove_flag", "upgrade_sglang"]
+    # every DP flag goes: --dp-size alone would mean 8 model replicas
+    assert [(x.action, x.flag) for x in f.fixes] == [
+        ("remove_flag", "--enable-dp-attention"),
+        ("remove_flag", "--dp-size"),
+        ("upgrade_sglang", None),
+    ]
 
 
 def test_dfd125_0_5_23_needs_dp_lm_head() -> None:
@@ -315,7 +320,7 @@ def test_dfd125_0_5_23_needs_dp_lm_head() -> None:
     r = run("DFD125", launch_args=launch(*DP), version="0.5.23")
     (f,) = r.findings
     assert "requires --enable-dp-lm-head" in f.message
-    assert f.fixes[0].flag == "--enable-dp-lm-head"
+    assert f.fixes[0].describe() == "set --enable-dp-lm-head"
     ok = launch(*DP, "--enable-dp-lm-head")
     assert run("DFD125", launch_args=ok, version="0.5.23", env={}).status == "passed"
     coord = run(
@@ -462,7 +467,7 @@ def test_dfd129_capture_hook_per_version() -> None:
 def test_dfd129_newer_release_uses_the_newest_data() -> None:
     qwen2 = target_with(architectures=["Qwen2ForCausalLM"])
     f = run("DFD129", target=qwen2, version="0.5.24").findings[0]
-    assert "data from the 0.5.23 wheel (the newest release at or below 0.5.24)" in f.message
+    assert "from the 0.5.23 wheel's data (the newest release at or below 0.5.24)" in f.message
     assert run("DFD129", target=qwen2, version="0.5.10").status == "skipped"
 
 
@@ -481,12 +486,13 @@ def test_capture_data_matches_the_wheels(version: str) -> None:
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen  # dataclasses look their module up while defining
     spec.loader.exec_module(gen)
-    capture, other = gen.analyse(WHEELS / version / "sglang")
-    assert "Qwen3ForCausalLM" in capture and "Qwen2ForCausalLM" in other
-    for arch in capture[:10] + other[:10]:
+    found = gen.analyse(WHEELS / version / "sglang")
+    assert found["Qwen3ForCausalLM"] == ("qwen3", True)
+    assert found["Qwen2ForCausalLM"] == ("qwen2", False)
+    for arch, (module, hook) in found.items():
         answer = capture_support(version, arch)
-        assert answer is not None and answer.exact and answer.known
-        assert answer.captures is (arch in capture), arch
+        assert answer is not None and answer.exact and answer.module == module
+        assert answer.captures is hook, arch
 
 
 # DFD105: a vLLM block-size recipe -------------------------------------------------------
@@ -543,3 +549,74 @@ def test_launch_file_host_has_no_environment_reason() -> None:
     launch_args: LaunchArgs = launch()
     f = host_facts(launch_args=launch_args)
     assert f.environ.value is None and f.environ.error == "not gathered"
+
+
+PATCHED_BASE = """
+import torch
+class PatchedBase(torch.nn.Module):
+    def set_dflash_layers_to_capture(self, layer_ids):
+        self.ids = layer_ids
+"""
+PATCHED_KIMI = """
+from sglang.srt.models.patched_base import PatchedBase as Base
+class KimiK25ForConditionalGeneration(Base):
+    pass
+EntryClass = [KimiK25ForConditionalGeneration]
+"""
+
+
+def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
+    """A patched build answers for itself: the target class's module is read from the
+    host's site-packages as text (through a base class in another module), never imported."""
+    from dflash_doctor.gather import gather
+    from dflash_doctor.hosts import load_recorded_host
+    from dflash_doctor.runner import run_checks
+    from dflash_doctor.transport.local import LocalTransport
+
+    host = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, host)
+    models = host / "opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/models"
+    models.mkdir(parents=True)
+    (models / "kimi_k25.py").write_text(PATCHED_KIMI)
+    (models / "patched_base.py").write_text(PATCHED_BASE)
+    spec = load_recorded_host(str(host))
+
+    def dfd129() -> CheckResult:
+        f = gather(spec, LocalTransport(spec.name))
+        (r,) = run_checks(f, ["DFD129"])
+        return r
+
+    f = gather(spec, LocalTransport(spec.name))
+    assert f.capture_hook.value is not None and f.capture_hook.value.files_read == 2
+    assert dfd129().status == "passed"
+    (models / "patched_base.py").write_text(PATCHED_BASE.replace("set_dflash", "set_other"))
+    r = dfd129()
+    (finding,) = r.findings
+    assert "decided from the host's installed" in finding.message
+    assert finding.evidence[-1].file is not None and finding.evidence[-1].file.endswith(
+        "sglang/srt/models/kimi_k25.py"
+    )
+    # No installed files (only the dist-info): the per-release data decides, and says why.
+    shutil.rmtree(models.parent.parent)
+    f = gather(spec, LocalTransport(spec.name))
+    assert f.capture_hook.value is None and "kimi_k25.py" in (f.capture_hook.error or "")
+    assert dfd129().status == "passed"  # 0.5.23's KimiK25ForConditionalGeneration has it
+
+
+def test_host_model_sources_are_hostile_input() -> None:
+    """Deeply nested, binary or truncated host files parse to nothing, never raise."""
+    from dflash_doctor.facts.capture_hooks import hook_in_sources, parse_module
+
+    for text in ("(" * 200_000, "\x00\xff garbage", "class A(:\n", "x = [" * 5000):
+        assert parse_module(text, "sglang.srt.models.x").classes == {}
+    # Imports that leave sglang.srt.models are never read.
+    asked: list[str] = []
+
+    def read(module: str) -> str | None:
+        asked.append(module)
+        if module == "sglang.srt.models.m":
+            return "from os import Base\nclass A(Base): pass\nEntryClass = A\n"
+        return None
+
+    hook = hook_in_sources("A", "sglang.srt.models.m", read, "/site/m.py")
+    assert hook is not None and not hook.implements and asked == ["sglang.srt.models.m"]
