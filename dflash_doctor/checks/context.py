@@ -71,6 +71,23 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     require_dflash(facts)
     cfg = drafter(facts)
     served, served_evidence = context_length(facts)
+    target = facts.target.value
+    if (
+        served_evidence is not None
+        and served_evidence.kind == "config"
+        and target is not None
+        and target.context_length is not None
+        and target.context_length != served
+    ):
+        # No --context-length: SGLang serves the target's derived length, rope scaling
+        # included (get_context_length, as for the drafter).
+        served = target.context_length
+        served_evidence = served_evidence.model_copy(
+            update={
+                "text": f"target context length {served} as SGLang derives it "
+                "(no --context-length: SGLang uses the model's maximum)"
+            }
+        )
     if served is None or served_evidence is None:
         raise Skip("the served context length is unknown (no launch, log or target config)")
     if cfg.context_length is None:

@@ -223,6 +223,7 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
     # Multimodal wrappers (e.g. Kimi K2.5/K2.6, Qwen-VL) keep the language model in text_config.
     if "num_hidden_layers" not in obj and isinstance(obj.get("text_config"), dict):
         text = obj["text_config"]
+    context = context_length_of(text)
     quant = obj.get("quantization_config")
     if not isinstance(quant, dict):
         quant = {}
@@ -239,4 +240,5 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         if isinstance(quant.get("quant_method"), str)
         else None,
         lm_head_quantized=quant.get("lm_head") is True,
+        context_length=context[0] if context else None,
     )

@@ -96,6 +96,8 @@ class TargetConfig(BaseModel):
     # (quantization_config.lm_head, read by SGLang's GPTQ/AWQ/AutoRound/MoE-WNA16 configs).
     quant_method: str | None = None
     lm_head_quantized: bool = False
+    # The context length SGLang derives from the text config (`get_context_length`).
+    context_length: int | None = None
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]

@@ -122,6 +122,16 @@ def test_dfd120_rope_scaling_counts_like_sglang() -> None:
     assert yarn_orig.context_length == 40960
 
 
+def test_dfd120_target_rope_scaling_sets_the_served_context() -> None:
+    """No --context-length: the target's ModelConfig serves get_context_length of its own
+    config (srt/configs/model_config.py 0.5.23:1322-1328), rope factor included."""
+    cfg = drafter_cfg(QWEN8B_DRAFTER)
+    yarn = target_with(rope_scaling={"rope_type": "yarn", "factor": 4.0})
+    r = run("DFD120", drafter=cfg, target=yarn, launch_args=launch(), version="0.5.23")
+    assert r.findings[0].impact["served_context_tokens"] == 163840
+    assert "as SGLang derives it" in r.findings[0].evidence[1].text
+
+
 def test_dfd120_skips_without_a_context_key() -> None:
     cfg = drafter_cfg(QWEN8B_DRAFTER, max_position_embeddings=None)
     r = run("DFD120", drafter=cfg, launch_args=launch("--context-length", "131072"))
