@@ -117,11 +117,13 @@ def spec_v2_variable(facts: HostFacts) -> list[Finding]:
     **What it finds.** The server's environment sets `SGLANG_ENABLE_SPEC_V2`, and the
     host's SGLang is 0.5.14 or newer, where DFLASH always runs the V2 worker.
 
-    **Why it hurts.** `SGLANG_ENABLE_SPEC_V2=0` used to select the synchronous
-    (non-overlap) path; from 0.5.14 the variable is dropped (0.5.14-0.5.20 log
-    `SGLANG_ENABLE_SPEC_V2 has been removed: ...`, 0.5.21+ say nothing), so the server
-    runs the overlap scheduler the operator meant to turn off. A true value is merely
-    stale.
+    **Why it hurts.** `SGLANG_ENABLE_SPEC_V2=0` selected the synchronous (non-overlap)
+    path up to 0.5.13 (for EAGLE; DFLASH had no overlap path then); from 0.5.14 DFLASH
+    runs the V2 worker with the overlap scheduler and the variable is dropped
+    (0.5.14-0.5.20 log `SGLANG_ENABLE_SPEC_V2 has been removed: ...`, 0.5.21+ say
+    nothing), so the server overlaps what the operator meant to run synchronously. A true
+    value, or a launch that already has `--disable-overlap-schedule`, is merely stale
+    (info).
 
     **Example.** A unit carried over from 0.5.13 with `SGLANG_ENABLE_SPEC_V2=False`.
 
@@ -142,7 +144,11 @@ def spec_v2_variable(facts: HostFacts) -> list[Finding]:
     _, value = env_value(facts, SPEC_V2_ENV)
     if value is None or vf.version < SPEC_V2_REMOVED:
         return []
-    wanted_sync = env_bool(value) is False
+    launch = facts.launch.value
+    already_sync = launch is not None and "--disable-overlap-schedule" in (
+        launch.other_flags + launch.flags_present
+    )
+    wanted_sync = env_bool(value) is False and not already_sync
     silent = vf.version >= SPEC_V2_SILENT
     how = "ignores it without a word" if silent else f"ignores it and logs `{SPEC_V2_WARNING}`"
     message = f"SGLang {vf.label} {how}."

@@ -31,7 +31,9 @@ def catalog_environ(data: bytes) -> dict[str, str]:
         name = key.decode("ascii", "replace")
         if sep and name in CATALOG_ENV_NAMES:
             # Bounded: these are flags and numbers; anything longer is not what SGLang reads.
-            found[name] = value[:256].decode("utf-8", "replace")
+            text = value[:256].decode("utf-8", "replace")
+            # Host text reaches reports: printable characters only.
+            found[name] = "".join(c if c.isprintable() else "?" for c in text)
     return found
 
 

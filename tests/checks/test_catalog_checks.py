@@ -190,6 +190,9 @@ def test_dfd122_removed_variable(version: str, logged: bool) -> None:
     assert "--disable-overlap-schedule" in f.message
     stale = run("DFD122", launch_args=launch(), version=version, env={"SGLANG_ENABLE_SPEC_V2": "1"})
     assert severities(stale) == [Severity.INFO]
+    sync = launch("--disable-overlap-schedule")
+    done = run("DFD122", launch_args=sync, version=version, env={"SGLANG_ENABLE_SPEC_V2": "0"})
+    assert severities(done) == [Severity.INFO]
 
 
 @pytest.mark.parametrize("version", ["0.5.11", "0.5.13"])
@@ -529,11 +532,12 @@ def test_catalog_environ_keeps_only_the_allow_list() -> None:
     data = (
         b"HF_TOKEN=hf_secret\0SGLANG_SIMULATE_ACC_LEN=3\0SGLANG_API_KEY=sk-x\0"
         b"SGLANG_ENABLE_SPEC_V2=False\0\xff\xfe=\x00junk\0"
+        b"SGLANG_SIMULATE_ACC_METHOD=\x1b[31mred\n" + b"x" * 10_000 + b"\0"
     )
-    assert catalog_environ(data) == {
-        "SGLANG_SIMULATE_ACC_LEN": "3",
-        "SGLANG_ENABLE_SPEC_V2": "False",
-    }
+    found = catalog_environ(data)
+    assert found["SGLANG_SIMULATE_ACC_LEN"] == "3" and found["SGLANG_ENABLE_SPEC_V2"] == "False"
+    assert found["SGLANG_SIMULATE_ACC_METHOD"].startswith("?[31mred?x")
+    assert len(found["SGLANG_SIMULATE_ACC_METHOD"]) == 256 and len(found) == 3
     assert not any("TOKEN" in n or "KEY" in n for n in CATALOG_ENV_NAMES)
 
 
