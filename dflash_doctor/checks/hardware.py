@@ -148,11 +148,15 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
         file=facts.gpus.source,
     )
     findings: list[Finding] = []
-    fix = Fix(
-        action="set_flag",
-        flag="--attention-backend",
-        value="fa3" if all(capability_major(n) == 9 for n in names) else "flashinfer",
-    )
+    backend = "fa3" if all(capability_major(n) == 9 for n in names) else "flashinfer"
+    launch = facts.launch.value
+
+    def side_fix(side: str) -> Fix:
+        # Change the flag that asked for trtllm_mha: the split one when it was given.
+        split = launch is not None and getattr(launch, f"{side}_attention_backend") == TRTLLM
+        flag = f"--{side}-attention-backend" if split else "--attention-backend"
+        return Fix(action="set_flag", flag=flag, value=backend)
+
     if unknown and TRTLLM in (prefill, decode):
         raise Skip(f"cannot tell the architecture of GPU {unknown[0]!r} from its name")
     sides: list[tuple[str, frozenset[int] | None, str]] = []
@@ -176,7 +180,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
                         message="The SGLang version is unknown; up to 0.5.18 trtllm_mha "
                         "prefill runs on Blackwell SM100 only and the server refuses to start.",
                         evidence=[*evidence, gpu_evidence],
-                        fixes=[fix],
+                        fixes=[side_fix(side)],
                     )
                 )
                 continue
@@ -189,7 +193,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
                     title=f"trtllm_mha {side} cannot run on {bad[0]} ({arch_label(bad[0])})",
                     message=f"SGLang refuses to start: `{refusal}`",
                     evidence=[*evidence, gpu_evidence],
-                    fixes=[fix],
+                    fixes=[side_fix(side)],
                 )
             )
     page_rule = None

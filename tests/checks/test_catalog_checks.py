@@ -236,6 +236,14 @@ def test_dfd123_prefill_on_hopper_from_0_5_19(version: str) -> None:
         "trtllm_mha decode",
     ]
     assert "requires Hopper (SM90), Blackwell (SM100), or SM120" in r.findings[0].message
+    assert {(f.fixes[0].flag, f.fixes[0].value) for f in r.findings} == {
+        ("--attention-backend", "flashinfer")
+    }
+    split = launch("--prefill-attention-backend", "trtllm_mha", "--attention-backend", "fa3")
+    (p,) = run(
+        "DFD123", launch_args=split, version="0.5.18", gpus=["NVIDIA H100 80GB HBM3"]
+    ).findings
+    assert (p.fixes[0].flag, p.fixes[0].value) == ("--prefill-attention-backend", "fa3")
 
 
 def test_dfd123_page_size_forced_to_64() -> None:
