@@ -642,3 +642,33 @@ def test_host_model_sources_are_hostile_input() -> None:
 
     hook = hook_in_sources("A", "sglang.srt.models.m", read, "/site/m.py")
     assert hook is not None and not hook.implements and asked == ["sglang.srt.models.m"]
+
+
+SELECT_121 = ("--select", "DFD121", "--format", "json")
+
+
+def test_cli_reports_a_faked_acceptance_from_the_process_environment(tmp_path: Path) -> None:
+    """End to end: the recorded process's environ -> DFD121 error -> exit 1, and the
+    secrets beside the variable never reach the report."""
+    import subprocess
+
+    from tests.conftest import REPO
+
+    host = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, host)
+    environ = host / "proc/4242/environ"
+    environ.write_bytes(environ.read_bytes() + b"SGLANG_SIMULATE_ACC_LEN=4\0")
+    p = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "check", "--host-dir", str(host), *SELECT_121],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    )
+    assert p.returncode == 1, p.stderr
+    (result,) = json.loads(p.stdout)["hosts"][0]["results"]
+    assert (
+        result["findings"][0]["title"] == "Accept length is simulated (SGLANG_SIMULATE_ACC_LEN=4)"
+    )
+    assert "hf_FAKE" not in p.stdout and "sk-fixture" not in p.stdout
