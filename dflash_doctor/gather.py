@@ -16,6 +16,12 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.facts.capture_hooks import (
+    MODELS_PACKAGE,
+    capture_support,
+    hook_in_sources,
+)
+from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import (
     parse_argv,
@@ -29,7 +35,16 @@ from dflash_doctor.facts.model_config import (
     parse_drafter_config,
     parse_target_config,
 )
-from dflash_doctor.facts.models import Fact, Gpu, HostFacts, LaunchArgs, LogFacts, SGLangCode
+from dflash_doctor.facts.models import (
+    CaptureHook,
+    Fact,
+    Gpu,
+    HostFacts,
+    LaunchArgs,
+    LogFacts,
+    SGLangCode,
+    TargetConfig,
+)
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.hosts import HostSpec
@@ -63,6 +78,14 @@ NATIVE_FIELDS = {
     "tp_size": "tp_size",
     "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
+    "pp_size": "pp_size",
+    "dp_size": "dp_size",
+    "attn_dp_size": "attn_dp_size",
+    "enable_dp_attention": "enable_dp_attention",
+    "enable_dp_lm_head": "enable_dp_lm_head",
+    "prefill_attention_backend": "prefill_attention_backend",
+    "decode_attention_backend": "decode_attention_backend",
+    "quantization": "quantization",
 }
 
 
@@ -90,6 +113,10 @@ class Gatherer:
         )
         self.launch_python: str | None = spec.python
         self.native_version: str | None = None
+        # The server process's catalog variables (facts/environment.py), once it is found.
+        self.process_env: Fact[dict[str, str]] = Fact[dict[str, str]].missing(
+            f"{self.host}: no server process found, so its environment is unknown"
+        )
 
     # -- the server process -------------------------------------------------------------
 
@@ -129,8 +156,15 @@ class Gatherer:
     def _read_environ(self, pid: int) -> None:
         try:
             data = self.t.read_file(self.spec.path(f"/proc/{pid}/environ"), max_bytes=1 << 20)
-        except DoctorError:
+        except DoctorError as e:
+            self.process_env = Fact[dict[str, str]].missing(
+                f"{self.host}:/proc/{pid}/environ: {e}", source=f"/proc/{pid}/environ"
+            )
             return
+        # Only the allow-listed names the checks read are kept (never secrets).
+        self.process_env = Fact[dict[str, str]].of(
+            catalog_environ(data), source=f"/proc/{pid}/environ"
+        )
         # Only the keys that locate model files are kept: environ holds secrets.
         for item in data.split(b"\0"):
             key, _, value = item.decode("utf-8", "replace").partition("=")
@@ -391,6 +425,43 @@ class Gatherer:
             raise FactError(f"nvidia-smi failed: {first[0] if first else res.returncode}")
         return parse_nvidia_smi(res.stdout)
 
+    def capture_hook(self, target: TargetConfig | None, version: Fact[str]) -> Fact[CaptureHook]:
+        """Read the target class's module in the host's installed SGLang (text, never
+        imported) for `set_dflash_layers_to_capture` (checks/model_wiring.py DFD129)."""
+        if target is None or not target.architectures:
+            return Fact[CaptureHook].missing(f"{self.host}: no target architecture known")
+        if version.value is None or not (version.source or "").endswith(".dist-info"):
+            return Fact[CaptureHook].missing(
+                f"{self.host}: the installed SGLang files were not found "
+                "(no sglang-*.dist-info beside the server's Python)"
+            )
+        site = posixpath.dirname(version.source or "")
+        arch = target.architectures[0]
+        answer = capture_support(version.value, arch)
+        if answer is None or answer.module is None:
+            return Fact[CaptureHook].missing(
+                f"{self.host}: no SGLang release in the catalog's data registers {arch}, "
+                "so its module file is unknown"
+            )
+
+        def path_of(module: str) -> str:
+            return posixpath.join(site, *module.split(".")) + ".py"
+
+        def read(module: str) -> str | None:
+            try:
+                data = self.t.read_file(self.spec.path(path_of(module)), max_bytes=MAX_SOURCE_BYTES)
+            except DoctorError:
+                return None
+            return data.decode("utf-8", "replace")
+
+        module = f"{MODELS_PACKAGE}.{answer.module}"
+        hook = hook_in_sources(arch, module, read, path_of(module))
+        if hook is None:
+            return Fact[CaptureHook].missing(
+                f"{self.host}:{path_of(module)}: unreadable, or it registers no {arch}"
+            )
+        return Fact[CaptureHook].of(hook, source=hook.file)
+
     def native(self, args: LaunchArgs) -> LaunchArgs:
         """Re-parse with the host's own SGLang, when its Python can import it."""
         python = args.python or self.launch_python or "python3"
@@ -488,6 +559,8 @@ class Gatherer:
             target=target,
             log=log,
             sglang_code=self.sglang_code(version, args),
+            environ=self.process_env,
+            capture_hook=self.capture_hook(target.value, version),
         )
 
 

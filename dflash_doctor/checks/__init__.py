@@ -3,10 +3,15 @@
 from dflash_doctor.checks import (
     backend,
     block_size,
+    context,
+    environment,
+    hardware,
     launch_command,
+    model_wiring,
     renamed_options,
     runtime,
     target_model,
+    topology,
     window,
 )
 from dflash_doctor.checks.base import REGISTRY, Check
@@ -16,10 +21,15 @@ __all__ = [
     "Check",
     "backend",
     "block_size",
+    "context",
+    "environment",
+    "hardware",
     "launch_command",
+    "model_wiring",
     "renamed_options",
     "runtime",
     "target_model",
+    "topology",
     "window",
 ]
 

@@ -47,7 +47,7 @@ class Fix(BaseModel):
 
     def describe(self) -> str:
         if self.action == "set_flag":
-            return f"set {self.flag} {self.value}"
+            return f"set {self.flag}" + (f" {self.value}" if self.value is not None else "")
         if self.action == "remove_flag":
             return f"remove {self.flag}"
         if self.action == "replace_flag":
@@ -87,7 +87,7 @@ class Skip(Exception):
     """Raised by a check that does not apply to these facts; the message is the reason."""
 
 
-FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log"]
+FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log", "environ"]
 CheckFunc = Callable[[HostFacts], list[Finding]]
 
 

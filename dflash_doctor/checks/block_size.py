@@ -33,8 +33,23 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
     tokens than it was trained to draft wastes target compute on positions it guesses
     poorly; fewer leaves accepted length on the table.
 
+    A value of exactly `block_size - 1` is a recipe carried over from vLLM, whose
+    `num_speculative_tokens` counts the proposals; SGLang's block counts the anchor too
+    (slot 0 holds the last verified token, the other `block_size - 1` slots the mask
+    token that the drafter fills in), so the finding says so.
+
+    **Example.** A `block_size: 16` drafter served with `--speculative-num-draft-tokens
+    15` because a vLLM config had `num_speculative_tokens: 15`.
+
     **How to fix.** Remove the flag and let SGLang infer the block size from the drafter's
     config, or set it to the drafter's `block_size`.
+
+    **Fix safety.** Safe: it is the block the drafter was trained on; CUDA-graph memory
+    grows with the block by a few tokens per request.
+
+    **Versions.** Every release 0.5.11-0.5.23 (block layout: speculative/dflash_worker.py
+    0.5.11:572-573, dflash_worker_v2.py 0.5.23:2553-2554; mismatch warning 0.5.11:176,
+    0.5.23:519).
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -97,6 +112,23 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
         return findings
     key = cfg.block_size_key or "block_size"
     evidence.insert(0, config_evidence(cfg, key, f"{key}={trained}"))
+    message = (
+        f"The server verifies blocks of {used} tokens; the drafter was trained with "
+        f"block_size={trained}."
+    )
+    impact: dict[str, float | int | str] = {
+        "server_block_size": used,
+        "drafter_block_size": trained,
+    }
+    if used == trained - 1:
+        # SGLang's block holds the anchor in slot 0 and block_size - 1 mask slots
+        # (speculative/dflash_worker.py 0.5.11:572-573, dflash_worker_v2.py 0.5.23:2553-2554).
+        message += (
+            f" {used} = block_size - 1 is the vLLM recipe: vLLM's num_speculative_tokens "
+            "counts the proposals, SGLang's --speculative-num-draft-tokens counts the whole "
+            f"block including the anchor token, so the SGLang value is {trained}."
+        )
+        impact["ported_from"] = "vllm num_speculative_tokens"
     fix = (
         Fix(action="set_flag", flag=flag, value=str(trained))
         if flag is not None
@@ -107,12 +139,9 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
             check_id="DFD105",
             severity=Severity.WARNING,
             title=f"Block size {used} differs from the drafter's trained block_size {trained}",
-            message=(
-                f"The server verifies blocks of {used} tokens; the drafter was trained with "
-                f"block_size={trained}."
-            ),
+            message=message,
             evidence=evidence,
-            impact={"server_block_size": used, "drafter_block_size": trained},
+            impact=impact,
             fixes=[fix],
         )
     )

@@ -381,3 +381,16 @@ def window_flag_unwanted(facts: HostFacts) -> bool:
     if model.behaviour.honours_layer_types:
         return harmed
     return harmed and not cfg.sliding_layers
+
+
+def env_value(facts: HostFacts, name: str) -> tuple[bool, str | None]:
+    """(known, value) of one catalog variable in the server's environment (None: unset)."""
+    env = facts.environ.value
+    if env is None:
+        return False, None
+    return True, env.get(name)
+
+
+def env_evidence(facts: HostFacts, name: str, value: str | None) -> Evidence:
+    text = f"{name}={value}" if value is not None else f"{name} is not set"
+    return Evidence(kind="config", text=text, file=facts.environ.source, key=name)

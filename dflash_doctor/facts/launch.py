@@ -40,6 +40,7 @@ class FlagSpec:
     flags: tuple[str, ...]
     dest: str
     kind: Callable[[str], object]
+    switch: bool = False  # store_true: present or not, takes no value
 
 
 def _positive_int(text: str) -> int:
@@ -64,6 +65,17 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-running-requests",), "max_running_requests", _positive_int),
     FlagSpec(("--tp-size", "--tensor-parallel-size", "--tp"), "tp_size", _positive_int),
     FlagSpec(("--kv-cache-dtype",), "kv_cache_dtype", str),
+    # Topology and backends that DFLASH refuses or changes (checks/topology.py, hardware.py);
+    # option strings from 0.5.11 server_args.py:4664-4686, 5117, 5271-5278, 6097-6109 and
+    # 0.5.22 arg_groups/fields/parallel.py:81-89 (--attn-dp-size).
+    FlagSpec(("--pp-size", "--pipeline-parallel-size"), "pp_size", _positive_int),
+    FlagSpec(("--dp-size", "--data-parallel-size"), "dp_size", _positive_int),
+    FlagSpec(("--attn-dp-size", "--attention-data-parallel-size"), "attn_dp_size", _positive_int),
+    FlagSpec(("--enable-dp-attention",), "enable_dp_attention", bool, switch=True),
+    FlagSpec(("--enable-dp-lm-head",), "enable_dp_lm_head", bool, switch=True),
+    FlagSpec(("--prefill-attention-backend",), "prefill_attention_backend", str),
+    FlagSpec(("--decode-attention-backend",), "decode_attention_backend", str),
+    FlagSpec(("--quantization",), "quantization", str),
 )
 FLAG_BY_NAME = {flag: spec for spec in FLAG_SPECS for flag in spec.flags}
 
@@ -76,7 +88,10 @@ class _RaisingParser(argparse.ArgumentParser):
 def _fallback_parser() -> argparse.ArgumentParser:
     parser = _RaisingParser(add_help=False, allow_abbrev=False, prog="sglang.launch_server")
     for spec in FLAG_SPECS:
-        parser.add_argument(*spec.flags, dest=spec.dest, default=None)
+        if spec.switch:
+            parser.add_argument(*spec.flags, dest=spec.dest, action="store_true", default=None)
+        else:
+            parser.add_argument(*spec.flags, dest=spec.dest, default=None)
     return parser
 
 

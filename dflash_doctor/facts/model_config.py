@@ -115,6 +115,34 @@ QWEN3_DEFAULT_MAX_WINDOW_LAYERS = 28
 GPT_OSS_DEFAULT_SLIDING_WINDOW = 128
 DERIVED_MODEL_TYPES = ("qwen3", "gpt_oss")
 
+# SGLang's `get_context_length` (srt/utils/hf_transformers/common.py, identical in every
+# release 0.5.11-0.5.23: 0.5.11 lines 356-382, 0.5.23 lines 668-694): the first of these keys
+# that is set, times rope_scaling.factor unless rope_scaling has
+# original_max_position_embeddings or rope_type "llama3"; 2048 when none is set.
+CONTEXT_LENGTH_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
+
+
+def context_length_of(obj: dict[str, Any]) -> tuple[int, str] | None:
+    """The context length SGLang derives from a (text) config, and the key it came from."""
+    scaling = obj.get("rope_scaling")
+    factor: float = 1
+    if isinstance(scaling, dict) and scaling:
+        raw = scaling.get("factor", 1)
+        factor = raw if isinstance(raw, int | float) and not isinstance(raw, bool) else 1
+        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        value = _int(obj, key)
+        if value is not None:
+            return int(factor * value), key
+    return None
+
 
 def derive_layer_types(
     num_layers: int, sliding_window: int | None, use_sliding_window: bool, max_window_layers: int
@@ -251,6 +279,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         num_target_layers = _int(obj, "num_target_layers")
         ntl_key = "num_target_layers" if num_target_layers is not None else None
     dtype = obj.get("torch_dtype", obj.get("dtype"))
+    context = context_length_of(obj)
     return DrafterConfig(
         path=path,
         architectures=_str_list(obj, "architectures") or [],
@@ -279,6 +308,9 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         sliding_window_source=window_source,
         swa_window_size=swa,
         num_target_layers_key=ntl_key,
+        max_position_embeddings=_int(obj, "max_position_embeddings"),
+        context_length=context[0] if context else None,
+        context_length_key=context[1] if context else None,
     )
 
 
@@ -288,6 +320,10 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
     # Multimodal wrappers (e.g. Kimi K2.5/K2.6, Qwen-VL) keep the language model in text_config.
     if "num_hidden_layers" not in obj and isinstance(obj.get("text_config"), dict):
         text = obj["text_config"]
+    context = context_length_of(text)
+    quant = obj.get("quantization_config")
+    if not isinstance(quant, dict):
+        quant = {}
     return TargetConfig(
         path=path,
         architectures=_str_list(obj, "architectures") or [],
@@ -303,6 +339,11 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         head_dim=_int(text, "head_dim"),
         kv_lora_rank=_int(text, "kv_lora_rank"),
         qk_rope_head_dim=_int(text, "qk_rope_head_dim"),
+        quant_method=quant.get("quant_method")
+        if isinstance(quant.get("quant_method"), str)
+        else None,
+        lm_head_quantized=quant.get("lm_head") is True,
+        context_length=context[0] if context else None,
     )
 
 

@@ -67,6 +67,11 @@ class DrafterConfig(BaseModel):
     sliding_window_source: str | None = None
     swa_window_size: int | None = None
     num_target_layers_key: str | None = None
+    max_position_embeddings: int | None = None
+    # The context length SGLang derives from this config (`get_context_length`), and the key
+    # it came from; None when no key is set (SGLang then assumes 2048).
+    context_length: int | None = None
+    context_length_key: str | None = None
 
     @property
     def sliding_layers(self) -> list[int]:
@@ -107,6 +112,12 @@ class TargetConfig(BaseModel):
     head_dim: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
+    # quantization_config.quant_method, and whether it quantizes the lm_head too
+    # (quantization_config.lm_head, read by SGLang's GPTQ/AWQ/AutoRound/MoE-WNA16 configs).
+    quant_method: str | None = None
+    lm_head_quantized: bool = False
+    # The context length SGLang derives from the text config (`get_context_length`).
+    context_length: int | None = None
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
@@ -153,6 +164,15 @@ class LaunchArgs(BaseModel):
     # Why the parse is not exact: a replay of the nearest release, a variable the shell
     # expansion could not resolve, a --config file that could not be read.
     parser_notes: list[str] = Field(default_factory=list)
+    # Topology and backends (issue 11): what DFLASH refuses or changes per version.
+    pp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    enable_dp_attention: bool = False
+    enable_dp_lm_head: bool = False
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    quantization: str | None = None
 
     @property
     def is_dflash(self) -> bool:
@@ -219,6 +239,16 @@ class SGLangCode(BaseModel):
     line: int | None = None
 
 
+class CaptureHook(BaseModel):
+    """Whether the host's installed SGLang files give the target's model class
+    `set_dflash_layers_to_capture` (read as text, never imported)."""
+
+    architecture: str
+    implements: bool
+    file: str
+    files_read: int
+
+
 class HostFacts(BaseModel):
     """Everything gathered from one host; the only input of the checks."""
 
@@ -241,3 +271,12 @@ class HostFacts(BaseModel):
     )
     # Not asked for unless `check --probe`: then a value, or the reason it could not run.
     probe: Fact[ProbeResult] = Field(default_factory=lambda: Fact[ProbeResult]())
+    # The server process's environment, only the names the catalog reads
+    # (facts/environment.py CATALOG_ENV_NAMES); the names set, with their values.
+    environ: Fact[dict[str, str]] = Field(
+        default_factory=lambda: Fact[dict[str, str]].missing("not gathered")
+    )
+    # The target architecture's DFLASH capture hook in the host's installed SGLang files.
+    capture_hook: Fact[CaptureHook] = Field(
+        default_factory=lambda: Fact[CaptureHook].missing("not gathered")
+    )

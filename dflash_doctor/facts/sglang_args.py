@@ -33,6 +33,14 @@ KEYS = (
     "tensor_parallel_size",  # --tp-size's dest in the older releases
     "cuda_graph_max_bs_decode",  # --cuda-graph-max-bs's dest from 0.5.14
     "kv_cache_dtype",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "enable_dp_attention",
+    "enable_dp_lm_head",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "quantization",
 )
 WINDOW_FLAGS = ("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")
 

@@ -15,8 +15,9 @@ import re
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import SGLangCode
 
-# models/dflash.py is 13-60 KiB in the wheels; anything far larger is not that file.
-MAX_SOURCE_BYTES = 2 * 1024 * 1024
+# One bound for every SGLang source file read from a host as text: models/dflash.py is
+# 13-60 KiB in the wheels, model files < 200 KiB; anything far larger is not that file.
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
 
 _LAYER_TYPES_RE = re.compile(r"^[ \t]*(?=[^#\s])[^\n]*\blayer_types\b", re.MULTILINE)
 _WINDOW_ARG_RE = re.compile(r"^[ \t]*(?=[^#\s])[^\n]*\bsliding_window_size\s*=", re.MULTILINE)

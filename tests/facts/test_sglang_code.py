@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts.sglang_code import parse_dflash_model_source
+from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.sglang_versions import LAYER_TYPES_SINCE, parse_version
 
 WHEELS = Path("/work/wheels/src")
@@ -46,4 +46,4 @@ def test_hostile_inputs_are_one_line_errors() -> None:
     with pytest.raises(FactError, match="not SGLang's DFlash"):
         parse_dflash_model_source(b"\xff\xfe binary", "x")
     with pytest.raises(FactError, match="larger than"):
-        parse_dflash_model_source(b"DFlash" + b"x" * (3 << 20), "x")
+        parse_dflash_model_source(b"DFlash" + b"x" * (MAX_SOURCE_BYTES + 1), "x")
