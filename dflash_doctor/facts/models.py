@@ -191,13 +191,31 @@ class DecodePoint(BaseModel):
     timestamp: str | None = None
     accept_len: float | None = None
     gen_throughput: float | None = None
+    lines: int = 1  # decode lines this point stands for (weighted beyond the exact prefix)
 
 
 class DecodeStats(BaseModel):
-    count: int = 0  # decode lines parsed (all in the first MiBs of a log, then a sample)
+    # Decode lines of the latest start: exact in a log's first 64 MiB, where every one is
+    # read; beyond, the weighted count of an unbiased 1-in-8 sample of 256 KiB blocks.
+    count: int = 0
+    parsed_lines: int = 0  # the decode lines whose accept length was read
     accept_len_mean: float | None = None
     gen_throughput_mean: float | None = None
     series: list[DecodePoint] = Field(default_factory=list)
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    graph_off_count: int = 0  # decode lines with `cuda graph: False` (or cpu/npu/musa)
+    graph_off_first_line: int | None = None
+    graph_off_last_line: int | None = None
+
+
+class LogEvent(BaseModel):
+    """Every line of one known SGLang log text (data/log_patterns.json id) in a log."""
+
+    pattern: str
+    count: int = 0
+    first: LogLine
+    last: LogLine
 
 
 class LogFacts(BaseModel):
@@ -220,6 +238,12 @@ class LogFacts(BaseModel):
     backend_fallbacks: list[LogLine] = Field(default_factory=list)
     draft_oom: list[LogLine] = Field(default_factory=list)
     decode: DecodeStats = Field(default_factory=DecodeStats)
+    # Known texts of the latest start (rejected requests, slow paths, ...), by pattern id.
+    events: dict[str, LogEvent] = Field(default_factory=dict)
+    # Crash signatures anywhere in the log (a crash often is why there was a restart).
+    crashes: dict[str, LogEvent] = Field(default_factory=dict)
+    # `Overriding the draft model's max_position_embeddings to N.` of the latest start.
+    draft_max_position_override: int | None = None
 
 
 class Gpu(BaseModel):

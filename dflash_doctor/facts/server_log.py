@@ -1,36 +1,50 @@
 """Turn an SGLang server log into LogFacts, in bounded memory, at close to grep's speed.
 
-Two stages: `log_filter` finds the lines that matter in the raw bytes (in-process, or on
-the host over SSH); this module reads those lines into facts about the latest server start.
-The accept-length/throughput series keeps at most MAX_SERIES points.
+Two stages: `log_filter` finds the lines that matter in the raw bytes and totals every
+decode line (in-process, or on the host over SSH); this module reads the marked lines
+into facts about the latest server start, naming each text by its id in
+data/log_patterns.json (generated from the wheels of every release; every format, its
+version range and file:line are there).
 
-Formats, from SGLang's source (read in the published wheels):
-- the startup args dump, python/sglang/srt/entrypoints/engine.py: `server_args=ServerArgs(
-  model_path='...', ...)` (`logger.info(f"{server_args=}")`, 0.5.11-0.5.18) and
-  `server_args={'model_path': '...', ...}` (`resolved_dict()`, 0.5.19-0.5.23). The window
-  field is `speculative_dflash_draft_window_size` in 0.5.11 and
-  `speculative_draft_window_size` from 0.5.12.
-- `Initialized DFLASH draft runner. attention_backend=..., model=..., block_size=...,
-  draft_window_size=..., compact_cache=...`: speculative/dflash_worker.py (0.5.11-0.5.23).
-- `DFLASH block size mismatch: using speculative_num_draft_tokens=N but draft config
-  block_size=M.`: dflash_worker.py (0.5.11-0.5.23).
-- `DFLASH draft worker only supports attention_backend in (...) for now, but got 'X'.
-  Falling back to 'Y'.` and `DFLASH draft worker does not support 'trtllm_mha' ...
-  Falling back to 'Y'.`: dflash_worker.py (0.5.11-0.5.23).
-- `Decode batch. #running-req: N, #token: N, token usage: F, accept len: F, [accept rate: F,]
-  cuda graph: B, gen throughput (token/s): F, #queue-req: N`: observability/scheduler_
-  metrics_mixin.py (0.5.11), managers/scheduler_components/metrics_reporter.py (0.5.13 on);
-  `cpu graph` replaces `cuda graph` on CPU.
+What belongs to which start: a `server_args=` dump opens a start (srt/entrypoints/
+engine.py: `server_args=ServerArgs(...)` 0.5.11-0.5.18, `server_args={...}` 0.5.19+).
+Most DFLASH lines follow the dump of their start, but some are logged while ServerArgs is
+resolved, BEFORE that dump:
+- the draft backend fallbacks from 0.5.15 (srt/arg_groups/speculative_hook.py
+  `_resolve_dflash_draft_attention_backend`: 0.5.15:255, run by ServerArgs.__post_init__
+  (server_args.py:2772); 0.5.19+ by `resolve_once` (launch_server.py:21 in 0.5.19, :29
+  in 0.5.23; engine.py:1153 in 0.5.23, before the dump at engine.py:1185); 0.5.11-0.5.14
+  log them in the draft worker (dflash_worker.py:114 (0.5.11), dflash_worker_v2.py:121
+  (0.5.14)), after it;
+- `Max running requests is reset to 48 ...` in every release (server_args.py:3433 in
+  0.5.11; arg_groups/speculative_hook.py `_handle_dflash` from 0.5.13, 0.5.23:445).
+So a start-up line seen before any dump, or after its start has already initialised the
+draft runner, is held for the next dump instead of being cleared by it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts.log_filter import LogFilter
-from dflash_doctor.facts.models import DecodePoint, DecodeStats, LogFacts, LogLine
+from dflash_doctor.facts.log_filter import (
+    EXACT_BYTES,
+    SAMPLE,
+    SERVER_ARGS_MARKS,
+    DecodeSeries,
+    LogFilter,
+    Point,
+)
+from dflash_doctor.facts.log_patterns import LogPattern, patterns
+from dflash_doctor.facts.models import (
+    DecodePoint,
+    DecodeStats,
+    LogEvent,
+    LogFacts,
+    LogLine,
+)
 from dflash_doctor.redact import redact_text
 
 MAX_SERIES = 256
@@ -38,12 +52,23 @@ MAX_EVIDENCE_CHARS = 400
 MAX_KEPT_LINES = 20
 MAX_RECORD_BYTES = 2 * 1024 * 1024
 
-SERVER_ARGS_MARKS = ("server_args=ServerArgs(", "server_args={")
+_SERVER_ARGS_TEXT = tuple(m.decode() for m in SERVER_ARGS_MARKS)
 _FIELD_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,()\s]+)")
 # The dict form of 0.5.19+: 'key': value
 _DICT_FIELD_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,{}\[\]\s]+)")
-_INIT_RE = re.compile(r"Initialized DFLASH draft runner\.\s*(.*)$")
-_FALLBACK_RE = re.compile(r"DFLASH draft worker .*Falling back to '([^']+)'")
+_INIT_FIELDS_RE = re.compile(r"Initialized DFLASH draft runner\.\s*(.*)$")
+
+# Lines logged while ServerArgs is resolved: before the dump of their start (see above).
+_FALLBACKS = (
+    "backend_fallback_unsupported",
+    "backend_fallback_trtllm",
+    "backend_fallback_trtllm_layers",
+    "backend_fallback_platform",
+)
+STARTUP_PATTERNS = frozenset({*_FALLBACKS, "slow_max_running_48"})
+# Known texts of the latest start kept as LogFacts.events.
+EVENT_KINDS = frozenset({"reject", "slow"})
+EVENT_FACTS = frozenset({"draft_max_position_override"})
 
 SERVER_ARGS_KEYS = frozenset(
     {
@@ -81,77 +106,82 @@ def _opt_int(value: str | None) -> int | None:
         return None
 
 
-class _Series:
-    """Accept length and throughput over the log: at most MAX_SERIES points, each the mean
-    of the same number of consecutive parsed decode lines (doubling as the log grows)."""
+def _evidence(line: int, text: str) -> LogLine:
+    return LogLine(line=line, text=redact_text(text[:MAX_EVIDENCE_CHARS]))
+
+
+@dataclass
+class _Seen:
+    count: int
+    first: tuple[int, str]
+    last: tuple[int, str]
+
+
+class _Events:
+    """Count, first and last line per pattern id; texts redacted only when kept."""
 
     def __init__(self) -> None:
-        self.points: list[DecodePoint] = []
-        self.per_point = 1
-        self._n = 0
-        self._accept = 0.0
-        self._tput = 0.0
+        self._seen: dict[str, _Seen] = {}
 
-    def add(self, accept: float, tput: float) -> bool:
-        """Add one decode line; True when it closed a point (then call `close`)."""
-        self._n += 1
-        self._accept += accept
-        self._tput += tput
-        return self._n >= self.per_point
+    def add(self, pattern_id: str, line: int, text: str) -> None:
+        seen = self._seen.get(pattern_id)
+        if seen is None:
+            self._seen[pattern_id] = _Seen(1, (line, text), (line, text))
+        else:
+            seen.count += 1
+            seen.last = (line, text)
 
-    def close(self, offset: int, timestamp: str | None) -> None:
-        self.points.append(self._point(offset, timestamp))
-        self._n, self._accept, self._tput = 0, 0.0, 0.0
-        if len(self.points) >= MAX_SERIES:
-            self.points = [
-                self._merge(a, b) for a, b in zip(self.points[::2], self.points[1::2], strict=True)
-            ]
-            self.per_point *= 2
+    def export(self) -> dict[str, LogEvent]:
+        return {
+            pid: LogEvent(
+                pattern=pid,
+                count=seen.count,
+                first=_evidence(*seen.first),
+                last=_evidence(*seen.last),
+            )
+            for pid, seen in self._seen.items()
+        }
 
-    def _point(self, offset: int, timestamp: str | None) -> DecodePoint:
-        return DecodePoint(
+
+def decode_stats(points: list[Point], series: DecodeSeries) -> DecodeStats:
+    """DecodeStats from the filter's totals and series (in-process or from the host)."""
+    stats = DecodeStats(
+        count=series.weight,
+        parsed_lines=series.parsed,
+        first_timestamp=series.first_ts,
+        last_timestamp=series.last_ts,
+        graph_off_count=series.graph_off,
+        graph_off_first_line=series.graph_off_first,
+        graph_off_last_line=series.graph_off_last,
+    )
+    if series.weight:
+        stats.accept_len_mean = round(series.sum_accept / series.weight, 4)
+    if series.tput_samples:
+        stats.gen_throughput_mean = round(series.sum_tput / series.tput_samples, 4)
+    stats.series = [
+        DecodePoint(
             offset=offset,
-            timestamp=timestamp,
-            accept_len=round(self._accept / self._n, 4),
-            gen_throughput=round(self._tput / self._n, 4),
+            timestamp=ts,
+            accept_len=round(accept / n, 4),
+            gen_throughput=round(tput / tput_n, 4) if tput_n else None,
+            lines=n,
         )
-
-    @staticmethod
-    def _merge(a: DecodePoint, b: DecodePoint) -> DecodePoint:
-        return DecodePoint(
-            offset=b.offset,
-            timestamp=b.timestamp,
-            accept_len=round(((a.accept_len or 0) + (b.accept_len or 0)) / 2, 4),
-            gen_throughput=round(((a.gen_throughput or 0) + (b.gen_throughput or 0)) / 2, 4),
-        )
-
-    def export(self, last_offset: int, last_timestamp: str | None) -> list[DecodePoint]:
-        if self._n:
-            return [*self.points, self._point(last_offset, last_timestamp)]
-        return list(self.points)
+        for offset, ts, n, accept, tput, tput_n in points
+        if n
+    ]
+    return stats
 
 
 class LogFactsBuilder:
-    """Reads the filter's records (in stream order) into facts about the latest start."""
+    """Reads the filter's marked lines (in stream order) into facts about the latest start."""
 
     def __init__(self, path: str) -> None:
         self.facts = LogFacts(path=path)
-        self._reset_run()
-
-    def _reset_run(self) -> None:
-        self._series = _Series()
-        self._last_decode: tuple[int, str | None] = (0, None)
-        self._decode_n = 0
-        self._accept_sum = 0.0
-        self._tput_sum = 0.0
-
-    def on_decode(self, offset: int, accept: float, tput: float, ts: str | None) -> None:
-        self._decode_n += 1
-        self._accept_sum += accept
-        self._tput_sum += tput
-        self._last_decode = (offset, ts)
-        if self._series.add(accept, tput):
-            self._series.close(offset, ts)
+        self._patterns = [p for p in patterns().values() if p.kind != "decode"]
+        self._pending: list[tuple[LogPattern, int, str]] = []
+        self._initialised = False
+        self._events = _Events()
+        self._crashes = _Events()
 
     def on_marked(self, line: int, raw: bytes) -> None:
         try:
@@ -159,22 +189,26 @@ class LogFactsBuilder:
         except UnicodeDecodeError:
             self.facts.undecodable_lines += 1
             text = raw.decode("utf-8", "replace")
-        text = redact_text(text.rstrip("\r"))
-        mark = next((m for m in SERVER_ARGS_MARKS if m in text), None)
+        text = text.rstrip("\r")
+        mark = next((m for m in _SERVER_ARGS_TEXT if m in text), None)
         if mark is not None:
-            self._on_startup(line, text, mark)
-        else:
-            self._on_dflash(LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS]), text)
+            self._on_startup(line, redact_text(text), mark)
+            return
+        for p in self._patterns:
+            m = p.search(text)
+            if m is not None:
+                self._on_pattern(p, m, line, text)
 
-    def finish(self, lines: int, size: int, overlong: int) -> LogFacts:
+    def finish(self, lines: int, size: int, overlong: int, decode: DecodeStats) -> LogFacts:
         f = self.facts
+        if f.startups == 0:
+            # No dump in this log (rotated away): the held lines describe the only start seen.
+            for p, line, text in self._pending:
+                self._attach(p, line, text)
         f.lines, f.bytes_scanned, f.overlong_lines = lines, size, overlong
-        d = f.decode
-        d.count = self._decode_n
-        if self._decode_n:
-            d.accept_len_mean = round(self._accept_sum / self._decode_n, 4)
-            d.gen_throughput_mean = round(self._tput_sum / self._decode_n, 4)
-        d.series = self._series.export(*self._last_decode)
+        f.decode = decode
+        f.events = self._events.export()
+        f.crashes = self._crashes.export()
         return f
 
     def _on_startup(self, line: int, text: str, mark: str) -> None:
@@ -188,47 +222,77 @@ class LogFactsBuilder:
             "draft_window_size",
             "compact_cache",
             "block_size_mismatch",
+            "draft_max_position_override",
         ):
             setattr(f, name, None)
         f.backend_fallbacks = []
         f.draft_oom = []
         f.decode = DecodeStats()
-        self._reset_run()
+        self._events = _Events()
+        self._initialised = False
         f.server_args = LogLine(line=line, text=text[:MAX_EVIDENCE_CHARS])
         dump = text[text.find(mark) :]
         pattern = _DICT_FIELD_RE if mark.endswith("{") else _FIELD_RE
         f.server_args_fields = {
             k: _unquote(v) for k, v in pattern.findall(dump) if k in SERVER_ARGS_KEYS
         }
+        # What was logged while this start's ServerArgs was resolved belongs to it.
+        pending, self._pending = self._pending, []
+        for p, pline, ptext in pending:
+            self._attach(p, pline, ptext)
 
-    def _on_dflash(self, line: LogLine, text: str) -> None:
+    def _on_pattern(self, p: LogPattern, m: re.Match[str], line: int, text: str) -> None:
+        if p.kind == "crash":
+            self._crashes.add(p.id, line, text)
+        if p.id in STARTUP_PATTERNS and (self.facts.startups == 0 or self._initialised):
+            self._pending.append((p, line, text))
+            return
+        if p.id == "dflash_init":
+            self._on_init(line, text)
+        elif p.id == "draft_max_position_override":
+            self.facts.draft_max_position_override = _opt_int(m.group(1))
+        self._attach(p, line, text)
+
+    def _attach(self, p: LogPattern, line: int, text: str) -> None:
         f = self.facts
-        m = _INIT_RE.search(text)
-        if m:
-            fields = {k: _unquote(v) for k, v in _FIELD_RE.findall(m.group(1))}
-            f.dflash_init = line
-            f.dflash_attention_backend = fields.get("attention_backend")
-            f.dflash_block_size = _opt_int(fields.get("block_size"))
-            f.draft_window_size = _opt_int(fields.get("draft_window_size"))
-            compact = fields.get("compact_cache")
-            f.compact_cache = None if compact is None else compact == "True"
-        elif "DFLASH block size mismatch" in text:
-            f.block_size_mismatch = line
-        elif _FALLBACK_RE.search(text):
+        if p.id in _FALLBACKS:
             if len(f.backend_fallbacks) < MAX_KEPT_LINES:
-                f.backend_fallbacks.append(line)
-        elif "DFLASH draft OOM" in text and len(f.draft_oom) < MAX_KEPT_LINES:
-            f.draft_oom.append(line)
+                f.backend_fallbacks.append(_evidence(line, text))
+        elif p.id == "block_size_mismatch":
+            f.block_size_mismatch = _evidence(line, text)
+        elif p.id == "crash_draft_oom" and len(f.draft_oom) < MAX_KEPT_LINES:
+            f.draft_oom.append(_evidence(line, text))
+        if p.kind in EVENT_KINDS or p.id in EVENT_FACTS:
+            self._events.add(p.id, line, text)
+
+    def _on_init(self, line: int, text: str) -> None:
+        f = self.facts
+        self._initialised = True
+        m = _INIT_FIELDS_RE.search(text)
+        fields = {k: _unquote(v) for k, v in _FIELD_RE.findall(m.group(1) if m else "")}
+        f.dflash_init = _evidence(line, text)
+        f.dflash_attention_backend = fields.get("attention_backend")
+        f.dflash_block_size = _opt_int(fields.get("block_size"))
+        f.draft_window_size = _opt_int(fields.get("draft_window_size"))
+        compact = fields.get("compact_cache")
+        f.compact_cache = None if compact is None else compact == "True"
 
 
-def scan_log(chunks: Iterable[bytes], path: str) -> LogFacts:
-    """Scan raw log bytes in-process."""
+def scan_log(
+    chunks: Iterable[bytes],
+    path: str,
+    *,
+    exact_bytes: int = EXACT_BYTES,
+    sample: int = SAMPLE,
+) -> LogFacts:
+    """Scan raw log bytes in-process (exact_bytes and sample: see log_filter)."""
     builder = LogFactsBuilder(path)
-    log_filter = LogFilter(builder.on_marked, builder.on_decode)
+    log_filter = LogFilter(builder.on_marked, exact_bytes=exact_bytes, sample=sample)
     for chunk in chunks:
         log_filter.feed(chunk)
     log_filter.finish()
-    return builder.finish(log_filter.lines, log_filter.bytes, log_filter.overlong)
+    decode = decode_stats(log_filter.decode.export(), log_filter.decode)
+    return builder.finish(log_filter.lines, log_filter.bytes, log_filter.overlong, decode)
 
 
 def _records(chunks: Iterable[bytes]) -> Iterable[bytes]:
@@ -243,25 +307,43 @@ def _records(chunks: Iterable[bytes]) -> Iterable[bytes]:
         raise FactError("log filter output ended mid-record (was it cut off?)")
 
 
+def _ts(raw: bytes) -> str | None:
+    return None if raw == b"-" else raw.decode("ascii")
+
+
 def read_filter_output(chunks: Iterable[bytes], path: str) -> LogFacts:
     """Read the records that `log_filter.main` wrote on a host."""
     builder = LogFactsBuilder(path)
+    points: list[Point] = []
+    series = DecodeSeries()
     for record in _records(chunks):
         kind, _, rest = record.partition(b"\t")
         try:
             if kind == b"M":
                 line, _, raw = rest.partition(b"\t")
                 builder.on_marked(int(line), raw)
-            elif kind == b"D":
-                offset, accept, tput, ts = rest.split(b"\t")
-                builder.on_decode(
-                    int(offset), float(accept), float(tput), None if ts == b"-" else ts.decode()
+            elif kind == b"P":
+                if len(points) >= MAX_SERIES:
+                    raise ValueError("too many points")
+                offset, ts, n, accept, tput, tput_n = rest.split(b"\t")
+                points.append(
+                    (int(offset), _ts(ts), int(n), float(accept), float(tput), int(tput_n))
                 )
+            elif kind == b"T":
+                parsed, weight, accept, tput, tput_n, *more = rest.split(b"\t")
+                per_point, off, off_first, off_last, first, last, at = more
+                series.parsed, series.weight = int(parsed), int(weight)
+                series.sum_accept = float(accept)
+                series.sum_tput, series.tput_samples = float(tput), int(tput_n)
+                series.per_point, series.graph_off = int(per_point), int(off)
+                series.graph_off_first = int(off_first) or None
+                series.graph_off_last = int(off_last) or None
+                series.first_ts, series.last_ts, series.last_offset = _ts(first), _ts(last), int(at)
             elif kind == b"E":
                 lines, size, overlong = (int(x) for x in rest.split(b"\t"))
-                return builder.finish(lines, size, overlong)
+                return builder.finish(lines, size, overlong, decode_stats(points, series))
             else:
                 raise ValueError(kind)
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             raise FactError(f"unexpected log filter output: {record[:60]!r}") from None
     raise FactError("log filter output ended before its end record")
