@@ -16,11 +16,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from dflash_doctor.errors import DoctorError, FactError, validation_line
-from dflash_doctor.facts.capture_hooks import (
-    MODELS_PACKAGE,
-    capture_support,
-    hook_in_sources,
-)
+from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE, capture_support, hook_in_sources
 from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import (
@@ -79,7 +75,9 @@ NATIVE_FIELDS = {
     "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
     "pp_size": "pp_size",
+    "pipeline_parallel_size": "pp_size",
     "dp_size": "dp_size",
+    "data_parallel_size": "dp_size",
     "attn_dp_size": "attn_dp_size",
     "enable_dp_attention": "enable_dp_attention",
     "enable_dp_lm_head": "enable_dp_lm_head",
@@ -425,17 +423,19 @@ class Gatherer:
             raise FactError(f"nvidia-smi failed: {first[0] if first else res.returncode}")
         return parse_nvidia_smi(res.stdout)
 
-    def capture_hook(self, target: TargetConfig | None, version: Fact[str]) -> Fact[CaptureHook]:
+    def capture_hook(
+        self, target: TargetConfig | None, version: Fact[str], launch: LaunchArgs | None
+    ) -> Fact[CaptureHook]:
         """Read the target class's module in the host's installed SGLang (text, never
         imported) for `set_dflash_layers_to_capture` (checks/model_wiring.py DFD129)."""
         if target is None or not target.architectures:
             return Fact[CaptureHook].missing(f"{self.host}: no target architecture known")
-        if version.value is None or not (version.source or "").endswith(".dist-info"):
+        site = self.installed_site(version, launch)
+        if version.value is None or site is None:
             return Fact[CaptureHook].missing(
                 f"{self.host}: the installed SGLang files were not found "
                 "(no sglang-*.dist-info beside the server's Python)"
             )
-        site = posixpath.dirname(version.source or "")
         arch = target.architectures[0]
         answer = capture_support(version.value, arch)
         if answer is None or answer.module is None:
@@ -500,8 +500,8 @@ class Gatherer:
         except ValidationError:
             return args
 
-    def sglang_code(self, version: Fact[str], launch: LaunchArgs | None) -> Fact[SGLangCode]:
-        """The installed srt/models/dflash.py beside the sglang dist-info, read as text.
+    def installed_site(self, version: Fact[str], launch: LaunchArgs | None) -> str | None:
+        """The site-packages dir holding the host's sglang (beside its dist-info), or None.
 
         Also under a declared version: a patched build's own code beats any version string.
         """
@@ -510,10 +510,18 @@ class Gatherer:
         if not source.endswith(".dist-info") and python and python.startswith("/"):
             found = None if self.spec.offline else self._version_from_dist_info(python)
             source = (found.source if found else None) or source
-        if not source.endswith(".dist-info"):
+        return posixpath.dirname(source) if source.endswith(".dist-info") else None
+
+    def sglang_code(self, version: Fact[str], launch: LaunchArgs | None) -> Fact[SGLangCode]:
+        """The installed srt/models/dflash.py beside the sglang dist-info, read as text.
+
+        Also under a declared version: a patched build's own code beats any version string.
+        """
+        site = self.installed_site(version, launch)
+        if site is None:
             # Not located (declared version, offline): the version table decides, silently.
             return Fact[SGLangCode]()
-        where = posixpath.join(posixpath.dirname(source), "sglang/srt/models/dflash.py")
+        where = posixpath.join(site, "sglang/srt/models/dflash.py")
         return _attempt(
             self.host,
             where,
@@ -560,7 +568,7 @@ class Gatherer:
             log=log,
             sglang_code=self.sglang_code(version, args),
             environ=self.process_env,
-            capture_hook=self.capture_hook(target.value, version),
+            capture_hook=self.capture_hook(target.value, version, args),
         )
 
 

@@ -408,6 +408,19 @@ REPLAY_FIELDS = {
     # 0.5.11-0.5.x store --tp-size in tensor_parallel_size (srt/server_args.py:4663 in 0.5.11)
     "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
+    # Topology and backends (checks/topology.py, hardware.py). Older releases keep
+    # --pp-size / --dp-size in pipeline_parallel_size / data_parallel_size (0.5.11
+    # server_args.py:4685, 5117); --attn-dp-size from 0.5.22 (fields/parallel.py:81).
+    "pp_size": "pp_size",
+    "pipeline_parallel_size": "pp_size",
+    "dp_size": "dp_size",
+    "data_parallel_size": "dp_size",
+    "attn_dp_size": "attn_dp_size",
+    "enable_dp_attention": "enable_dp_attention",
+    "enable_dp_lm_head": "enable_dp_lm_head",
+    "prefill_attention_backend": "prefill_attention_backend",
+    "decode_attention_backend": "decode_attention_backend",
+    "quantization": "quantization",
 }
 
 

@@ -34,7 +34,9 @@ KEYS = (
     "cuda_graph_max_bs_decode",  # --cuda-graph-max-bs's dest from 0.5.14
     "kv_cache_dtype",
     "pp_size",
+    "pipeline_parallel_size",  # --pp-size's dest in the older releases
     "dp_size",
+    "data_parallel_size",  # --dp-size's dest in the older releases
     "attn_dp_size",
     "enable_dp_attention",
     "enable_dp_lm_head",

@@ -31,6 +31,8 @@ from tests.conftest import (
 )
 
 WHEELS = Path("/work/wheels/src")
+# The second built-in demo host: SGLang 0.5.23 with a running process and its environ.
+DEMO_0523 = DEMO_HOST.parent / "v0523"
 
 
 def facts(
@@ -555,9 +557,8 @@ def test_recorded_host_environ_reaches_the_checks(tmp_path: Path) -> None:
     from dflash_doctor.runner import run_checks
     from dflash_doctor.transport.local import LocalTransport
 
-    # The 0.5.23 demo host: DFLASH honours the variable from 0.5.17, so it is an error there.
     host = tmp_path / "v0523"
-    shutil.copytree(DEMO_HOST.parent / "v0523", host)
+    shutil.copytree(DEMO_0523, host)
     environ = host / "proc/4242/environ"
     environ.write_bytes(environ.read_bytes() + b"SGLANG_SIMULATE_ACC_LEN=2.5\0")
     spec = load_recorded_host(str(host))
@@ -596,8 +597,8 @@ def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
     from dflash_doctor.runner import run_checks
     from dflash_doctor.transport.local import LocalTransport
 
-    host = tmp_path / "seed"
-    shutil.copytree(DEMO_HOST, host)
+    host = tmp_path / "v0523"
+    shutil.copytree(DEMO_0523, host)
     models = host / "opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/models"
     models.mkdir(parents=True, exist_ok=True)
     (models / "kimi_k25.py").write_text(PATCHED_KIMI)
@@ -620,7 +621,8 @@ def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
         "sglang/srt/models/kimi_k25.py"
     )
     # No installed files (only the dist-info): the per-release data decides, and says why.
-    shutil.rmtree(models.parent.parent)
+    (models / "kimi_k25.py").unlink()
+    (models / "patched_base.py").unlink()
     f = gather(spec, LocalTransport(spec.name))
     assert f.capture_hook.value is None and "kimi_k25.py" in (f.capture_hook.error or "")
     assert dfd129().status == "passed"  # 0.5.23's KimiK25ForConditionalGeneration has it
@@ -649,15 +651,14 @@ SELECT_121 = ("--select", "DFD121", "--format", "json")
 
 
 def test_cli_reports_a_faked_acceptance_from_the_process_environment(tmp_path: Path) -> None:
-    """End to end: the recorded 0.5.23 process's environ -> DFD121 error -> exit 1, and the
+    """End to end: the recorded process's environ -> DFD121 error -> exit 1, and the
     secrets beside the variable never reach the report."""
     import subprocess
 
     from tests.conftest import REPO
 
-    # The 0.5.23 demo host: DFLASH honours the variable from 0.5.17, so it is an error there.
     host = tmp_path / "v0523"
-    shutil.copytree(DEMO_HOST.parent / "v0523", host)
+    shutil.copytree(DEMO_0523, host)
     environ = host / "proc/4242/environ"
     environ.write_bytes(environ.read_bytes() + b"SGLANG_SIMULATE_ACC_LEN=4\0")
     p = subprocess.run(
