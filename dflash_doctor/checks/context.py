@@ -88,6 +88,15 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
                 "(no --context-length: SGLang uses the model's maximum)"
             }
         )
+    log = facts.log.value
+    overridden = log.draft_max_position_override if log is not None else None
+    if overridden is not None and log is not None:
+        # The log proves it: SGLang overwrote the drafter's positions with the context it
+        # serves, which it does only with the variable set (model_config.py 0.5.23:1303-1312).
+        served = overridden
+        served_evidence = Evidence(
+            kind="log", text=OVERRIDE_LOG.format(n=overridden), file=log.path
+        )
     if served is None or served_evidence is None:
         raise Skip("the served context length is unknown (no launch, log or target config)")
     if cfg.context_length is None:
@@ -109,6 +118,8 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     allowed = env_bool(value) is True
     if known:
         evidence.append(env_evidence(facts, ALLOW_ENV, value))
+    if overridden is not None:
+        known, allowed = True, True
     impact: dict[str, float | int | str] = {
         "served_context_tokens": served,
         "drafter_context_tokens": trained,
@@ -137,11 +148,12 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
                 fixes=fixes,
             )
         ]
-    how = (
-        f"{ALLOW_ENV} is set, so SGLang logs `{OVERRIDE_LOG.format(n=served)}` and "
-        if known
-        else f"Either SGLang refuses to start, or (with {ALLOW_ENV}=1) "
-    )
+    if overridden is not None:
+        how = f"SGLang logged `{OVERRIDE_LOG.format(n=served)}`: "
+    elif known:
+        how = f"{ALLOW_ENV} is set, so SGLang logs `{OVERRIDE_LOG.format(n=served)}` and "
+    else:
+        how = f"Either SGLang refuses to start, or (with {ALLOW_ENV}=1) "
     return [
         Finding(
             check_id="DFD120",

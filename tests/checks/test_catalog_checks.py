@@ -134,6 +134,23 @@ def test_dfd120_target_rope_scaling_sets_the_served_context() -> None:
     assert "as SGLang derives it" in r.findings[0].evidence[1].text
 
 
+def test_dfd120_the_logged_override_proves_it() -> None:
+    """`Overriding the draft model's max_position_embeddings to N.` (model_config.py
+    0.5.11:472, 0.5.23:1311), read by the log scan as LogFacts.draft_max_position_override."""
+    from dflash_doctor.facts.models import LogFacts
+
+    cfg = drafter_cfg(QWEN8B_DRAFTER)
+    log = LogFacts(path="/var/log/sglang.log", draft_max_position_override=65536)
+    for version in ("0.5.11", "0.5.23"):
+        r = run("DFD120", drafter=cfg, log=log, version=version)
+        (f,) = r.findings
+        assert f.severity is Severity.WARNING and f.message.startswith("SGLang logged")
+        assert f.impact["served_context_tokens"] == 65536
+        assert f.evidence[1].kind == "log" and f.evidence[1].file == "/var/log/sglang.log"
+    fits = LogFacts(path="/var/log/sglang.log")
+    assert run("DFD120", drafter=cfg, log=fits).status == "skipped"  # nothing says what runs
+
+
 def test_dfd120_skips_without_a_context_key() -> None:
     cfg = drafter_cfg(QWEN8B_DRAFTER, max_position_embeddings=None)
     r = run("DFD120", drafter=cfg, launch_args=launch("--context-length", "131072"))
