@@ -463,6 +463,7 @@ def replay_launch(
         "parser": "replay",
         "parser_version": release,
         "parser_notes": notes,
+        "config_options": r.from_config,
         "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
     }
     if r.error is not None:
