@@ -392,9 +392,9 @@ def parse_launch_file(
     return parse_script(data, source=source, read=read, path=path)
 
 
-# Destinations of the replayed namespace -> LaunchArgs fields (the same as the host's own
-# parser answers, gather.NATIVE_FIELDS).
-REPLAY_FIELDS = {
+# SGLang's namespace names -> LaunchArgs fields, for the host's own parser (gather.native)
+# and the offline replay alike.
+SGLANG_FIELDS = {
     "model_path": "model_path",
     "speculative_algorithm": "speculative_algorithm",
     "speculative_draft_model_path": "draft_model_path",
@@ -408,9 +408,17 @@ REPLAY_FIELDS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs",
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
-    # 0.5.11-0.5.x store --tp-size in tensor_parallel_size (srt/server_args.py:4663 in 0.5.11)
+    # --tp-size's dest in the older releases (srt/server_args.py:4663 in 0.5.11)
     "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
+    "pp_size": "pp_size",
+    "dp_size": "dp_size",
+    "attn_dp_size": "attn_dp_size",
+    "enable_dp_attention": "enable_dp_attention",
+    "enable_dp_lm_head": "enable_dp_lm_head",
+    "prefill_attention_backend": "prefill_attention_backend",
+    "decode_attention_backend": "decode_attention_backend",
+    "quantization": "quantization",
 }
 
 
@@ -484,7 +492,7 @@ def replay_launch(
             update["sglang_rejects"] = r.error_line
         return args.model_copy(update=update)
     values = r.values
-    for key, name in REPLAY_FIELDS.items():
+    for key, name in SGLANG_FIELDS.items():
         if values.get(key) is not None:
             update[name] = values[key]
     if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
