@@ -20,6 +20,7 @@ from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE, capture_support, h
 from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
 from dflash_doctor.facts.launch import (
+    SGLANG_FIELDS,
     parse_argv,
     parse_cmdline,
     parse_launch_file,
@@ -58,33 +59,9 @@ _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
-NATIVE_FIELDS = {
-    "model_path": "model_path",
-    "speculative_algorithm": "speculative_algorithm",
-    "speculative_draft_model_path": "draft_model_path",
-    "speculative_num_draft_tokens": "num_draft_tokens",
-    "speculative_dflash_block_size": "dflash_block_size",
-    "attention_backend": "attention_backend",
-    "speculative_draft_attention_backend": "draft_attention_backend",
-    "page_size": "page_size",
-    "context_length": "context_length",
-    "mem_fraction_static": "mem_fraction_static",
-    "cuda_graph_max_bs": "cuda_graph_max_bs",
-    "max_running_requests": "max_running_requests",
-    "tp_size": "tp_size",
-    "tensor_parallel_size": "tp_size",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "pp_size": "pp_size",
-    "pipeline_parallel_size": "pp_size",
-    "dp_size": "dp_size",
-    "data_parallel_size": "dp_size",
-    "attn_dp_size": "attn_dp_size",
-    "enable_dp_attention": "enable_dp_attention",
-    "enable_dp_lm_head": "enable_dp_lm_head",
-    "prefill_attention_backend": "prefill_attention_backend",
-    "decode_attention_backend": "decode_attention_backend",
-    "quantization": "quantization",
-}
+# SGLang's namespace names -> LaunchArgs fields: one table for the host's own parser and the
+# offline replay (facts/launch.py).
+NATIVE_FIELDS = SGLANG_FIELDS
 
 
 def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:

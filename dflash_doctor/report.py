@@ -65,6 +65,9 @@ def fact_errors(facts: HostFacts) -> list[str]:
         fact = getattr(facts, name)
         if fact.value is None and fact.error:
             errors.append(f"{name}: {fact.error}")
+    if facts.launch.value is not None:
+        # what the launch parse could not know (a lost shell variable, an unread --config)
+        errors.extend(f"launch: {note}" for note in facts.launch.value.parser_notes)
     return errors
 
 

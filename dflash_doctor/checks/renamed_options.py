@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence, version_evidence
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import sglang_args_start
@@ -60,20 +60,23 @@ def launch_option_renamed(facts: HostFacts) -> list[Finding]:
     except FactError as e:
         raise Skip(str(e)) from None
     present = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    present |= set(launch.config_options)
     found: dict[str, Renamed] = {}
-    for arg in argv:
+    for arg in [*argv, *launch.config_options]:
         if not arg.startswith("--"):
             continue
         r = renamed_option(release, arg)
         if r is not None and r.old not in WINDOW_FLAGS and r.written not in found:
             found[r.written] = r
-    findings = []
-    for r in found.values():
-        findings.append(_finding(facts, r, present, note))
-    return findings
+    return [
+        _finding(facts, r, present, note, launch.config_options.get(r.written))
+        for r in found.values()
+    ]
 
 
-def _finding(facts: HostFacts, r: Renamed, present: set[str], note: str | None) -> Finding:
+def _finding(
+    facts: HostFacts, r: Renamed, present: set[str], note: str | None, config: str | None
+) -> Finding:
     launch = facts.launch.value
     assert launch is not None
     label = f"SGLang {facts.sglang_version.value}"
@@ -96,7 +99,18 @@ def _finding(facts: HostFacts, r: Renamed, present: set[str], note: str | None) 
         message += f" Use {r.new}."
     if note:
         message += f" ({note}.)"
-    if r.rewritable and r.new in present:
+    if config is not None:
+        # set in the --config YAML file: SGLang turns each key into `--key` (its merger)
+        message += f" It is set by the key {r.written[2:]} in {config}."
+        key = r.new[2:] if r.rewritable and r.new else None
+        fix = Fix(
+            action="manual",
+            note=f"in {config}, rename the key {r.written[2:]} to {key}"
+            if key
+            else f"in {config}, remove the key {r.written[2:]}"
+            + (f" and use {r.new}" if r.new else ""),
+        )
+    elif r.rewritable and r.new in present:
         fix = Fix(action="remove_flag", flag=r.written, note=f"{r.new} is already set")
     elif r.rewritable:
         fix = Fix(action="replace_flag", flag=r.new, replaces=r.written)
@@ -109,6 +123,11 @@ def _finding(facts: HostFacts, r: Renamed, present: set[str], note: str | None) 
         severity=severity,
         title=title,
         message=message,
-        evidence=[flag_evidence(launch, r.written, r.written), version_evidence(facts)],
+        evidence=[
+            Evidence(kind="config", text=f"{r.written[2:]}:", file=config, key=r.written[2:])
+            if config is not None
+            else flag_evidence(launch, r.written, r.written),
+            version_evidence(facts),
+        ],
         fixes=[fix],
     )

@@ -50,7 +50,10 @@ def _positive_int(text: str) -> int:
 FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--model-path", "--model"), "model_path", str),
     FlagSpec(("--speculative-algorithm",), "speculative_algorithm", str),
-    FlagSpec(("--speculative-draft-model-path",), "draft_model_path", str),
+    # the second spelling exists in every release (srt/server_args.py:5370 in 0.5.11)
+    FlagSpec(
+        ("--speculative-draft-model-path", "--speculative-draft-model"), "draft_model_path", str
+    ),
     FlagSpec(("--speculative-num-draft-tokens",), "num_draft_tokens", _positive_int),
     FlagSpec(("--speculative-dflash-block-size",), "dflash_block_size", _positive_int),
     FlagSpec((NEW_WINDOW_FLAG,), "new_window", _positive_int),
@@ -389,9 +392,9 @@ def parse_launch_file(
     return parse_script(data, source=source, read=read, path=path)
 
 
-# Destinations of the replayed namespace -> LaunchArgs fields (the same as the host's own
-# parser answers, gather.NATIVE_FIELDS).
-REPLAY_FIELDS = {
+# SGLang's namespace names -> LaunchArgs fields, for the host's own parser (gather.native)
+# and the offline replay alike.
+SGLANG_FIELDS = {
     "model_path": "model_path",
     "speculative_algorithm": "speculative_algorithm",
     "speculative_draft_model_path": "draft_model_path",
@@ -405,7 +408,7 @@ REPLAY_FIELDS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs",
     "max_running_requests": "max_running_requests",
     "tp_size": "tp_size",
-    # 0.5.11-0.5.x store --tp-size in tensor_parallel_size (srt/server_args.py:4663 in 0.5.11)
+    # --tp-size's dest in the older releases (srt/server_args.py:4663 in 0.5.11)
     "tensor_parallel_size": "tp_size",
     "kv_cache_dtype": "kv_cache_dtype",
     # Topology and backends (checks/topology.py, hardware.py). Older releases keep
@@ -424,6 +427,24 @@ REPLAY_FIELDS = {
 }
 
 
+def _unknown_offline(word: str) -> bool:
+    return "${" in word or "$(" in word or "`" in word
+
+
+def _without_unknown_values(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The command without the options whose value the shell walk could not know."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for word in argv:
+        if not _unknown_offline(word):
+            kept.append(word)
+            continue
+        if kept and kept[-1].startswith("--") and "=" not in kept[-1]:
+            dropped.append(kept.pop())
+        dropped.append(word)
+    return kept, dropped
+
+
 def replay_launch(
     args: LaunchArgs, version: str, read: Callable[[str], bytes] | None = None
 ) -> LaunchArgs:
@@ -439,22 +460,25 @@ def replay_launch(
         return args.model_copy(update={"parser_notes": [*args.parser_notes, note or ""]})
     start = sglang_args_start(args.argv)
     serve = start >= 1 and args.argv[start - 1] == "serve"
+    server_argv, dropped = _without_unknown_values(args.argv[start:])
     try:
-        r = so.replay(args.argv[start:], release, serve=serve, read=read, note=note)
+        r = so.replay(server_argv, release, serve=serve, read=read, note=note)
     except FactError as e:
         why = f"not replayed with SGLang {release}'s parser: {e}"
         return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
     notes = [*args.parser_notes, *([note] if note else [])]
+    if dropped:
+        notes.append(
+            f"replayed with SGLang {release}'s parser without {' '.join(dropped)} "
+            "(values not known offline)"
+        )
     update: dict[str, object] = {
         "parser": "replay",
         "parser_version": release,
         "parser_notes": notes,
+        "config_options": r.from_config,
         "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
     }
-    if r.error is not None and ("${" in r.error or "$(" in r.error or "`" in r.error):
-        # the refusal is about a value the shell walk could not know (facts/shell.py)
-        why = f"not replayed with SGLang {release}'s parser: {r.error}"
-        return args.model_copy(update={"parser_notes": [*args.parser_notes, why]})
     if r.error is not None:
         if r.error.startswith("unrecognized arguments: "):
             listed = r.error.split(": ", 1)[1].split()
@@ -473,7 +497,7 @@ def replay_launch(
             update["sglang_rejects"] = r.error_line
         return args.model_copy(update=update)
     values = r.values
-    for key, name in REPLAY_FIELDS.items():
+    for key, name in SGLANG_FIELDS.items():
         if values.get(key) is not None:
             update[name] = values[key]
     if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):

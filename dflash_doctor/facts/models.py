@@ -173,6 +173,8 @@ class LaunchArgs(BaseModel):
     prefill_attention_backend: str | None = None
     decode_attention_backend: str | None = None
     quantization: str | None = None
+    # Options that a `--config` YAML file added to the command: option -> that file.
+    config_options: dict[str, str] = Field(default_factory=dict)
 
     @property
     def is_dflash(self) -> bool:

@@ -497,6 +497,8 @@ class Replay:
     used: tuple[UsedOption, ...]
     error: str | None
     note: str | None = None
+    # options that came from the --config YAML file: option -> that file
+    from_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def error_line(self) -> str | None:
@@ -540,6 +542,7 @@ def replay(
     parser = build_parser(release)
     prog = parser.prog
     argv = list(server_argv)
+    from_config: dict[str, str] = {}
     try:
         if serve and info.get("strips_model_type"):
             argv = strip_model_type(argv)
@@ -549,7 +552,11 @@ def replay(
             if read is None:
                 raise FactError("--config names a file that cannot be read here")
             variant = CONFIG_MERGERS.get(str(info.get("config_merger") or "").split(" ")[0], 3)
+            before = len(argv)
+            config_path = argv[argv.index("--config") + 1] if argv[-1] != "--config" else ""
             argv = merge_config(argv, parser, variant, read)
+            merged = argv[: len(argv) - (before - 2)]
+            from_config = {a: config_path for a in merged if a.startswith("--")}
         ns = parser.parse_args(argv)
         error = None
     except _Refused as e:
@@ -569,6 +576,7 @@ def replay(
         used=used,
         error=error,
         note=note,
+        from_config=from_config,
     )
 
 

@@ -529,14 +529,20 @@ def _source(path: str, env: Env, read: Reader | None, depth: int, here: str) -> 
         env.notes.append(f"{shown} not read: more than {MAX_SOURCED} sourced files or too deep")
         return
     env.sourced += 1
-    # bash resolves a relative path against the working directory, unknown offline: the
-    # sourcing file's directory is the usual one for launch scripts.
-    full = posixpath.normpath(posixpath.join(posixpath.dirname(here), path))
-    try:
-        data = read(full)
-        text = decode(data, full)
-    except FactError as e:
-        env.notes.append(f"{shown} is sourced but could not be read ({e})")
+    # bash resolves a relative path against the working directory, unknown offline: try it
+    # as written (from where the tool runs, or the host's root), then beside the sourcing file.
+    candidates = [path]
+    if not path.startswith("/"):
+        candidates.append(posixpath.normpath(posixpath.join(posixpath.dirname(here), path)))
+    text = None
+    for full in dict.fromkeys(candidates):
+        try:
+            text = decode(read(full), full)
+            break
+        except FactError as e:
+            error = e
+    if text is None:
+        env.notes.append(f"{shown} is sourced but could not be read ({error})")
         return
     run_script(text, env, read=read, depth=depth + 1, here=full, want_launch=False)
 

@@ -115,3 +115,21 @@ def test_fix_rewrites_the_launch_script() -> None:
         "  --cuda-graph-max-bs-decode 32 \\\n"
         "  --mamba-radix-cache-strategy no_buffer\n"
     )
+
+
+def test_option_set_in_the_config_yaml() -> None:
+    """`--config FILE.yaml`: the merger turns each key into `--key`
+    (srt/utils/server_args_config_parser.py `_add_scalar_arg`, 0.5.19): a renamed key is
+    reported against the file, with a manual rename (the launch line is not where it is)."""
+    from dflash_doctor.facts.launch import replay_launch
+
+    files = {"/etc/sglang/c.yaml": b"mamba-scheduler-strategy: no_buffer\n"}
+    args = replay_launch(launch("--config", "/etc/sglang/c.yaml"), "0.5.19", read=files.__getitem__)
+    assert args.config_options == {"--mamba-scheduler-strategy": "/etc/sglang/c.yaml"}
+    (f,) = run_check(DFD140, host_facts(launch_args=args, version="0.5.19")).findings
+    assert f.fixes[0].action == "manual"
+    assert f.fixes[0].note == (
+        "in /etc/sglang/c.yaml, rename the key mamba-scheduler-strategy to "
+        "mamba-radix-cache-strategy"
+    )
+    assert f.evidence[0].file == "/etc/sglang/c.yaml"
