@@ -214,7 +214,7 @@ def probe_evidence(
     window = result.shape.window if result.shape else None
     text = (
         f"probe on {result.device} (trained window {window}): at {c.context} tokens the "
-        f"served attention ({result.label_of('served')}) differs from the trained by rel L2 "
+        f"attention as served ({result.label_of('served')}) differs from the trained by rel L2 "
         f"{served.output.rel_l2:.3g} (top-1 agreement {served.top1_agreement:.2f} over "
         f"{result.agreement_tokens} draft tokens)"
     )

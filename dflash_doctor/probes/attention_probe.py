@@ -412,6 +412,15 @@ def check_spans(spec: dict[str, Any], contexts: int, layers: int) -> list[dict[s
                 raise ValueError(
                     f"scenario {s.get('name')!r}: {layers} layer spans expected per context"
                 )
+            for span in per_layer:
+                if not isinstance(span, dict) or any(
+                    not (v is None or (isinstance(v, int) and v > 0))
+                    for v in (span.get("band"), span.get("last"))
+                ):
+                    raise ValueError(
+                        f"scenario {s.get('name')!r}: a span is {{'band': int|null, "
+                        f"'last': int|null}} with positive ints, not {span!r:.80}"
+                    )
     return list(scenarios)
 
 

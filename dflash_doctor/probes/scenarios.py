@@ -95,37 +95,35 @@ def scenarios_for(
     is removed. No fix scenario when the host already serves as trained.
     """
     page = max(page_size, 1)
-    trained = Scenario("trained", "trained: each layer's own window or the whole context", None)
+    trained = Scenario("trained", "each layer's own window, or the whole context", None)
     if honours_layer_types is None:
         post = format_version(LAYER_TYPES_SINCE)
         return [
             trained,
             Scenario(
                 "served_before_0.5.14",
-                "served if SGLang < " + post + ": " + _served_label(None, False, draft_window),
+                f"if SGLang < {post}: " + _served_label(None, False, draft_window),
                 Serving(False, draft_window, page),
             ),
             Scenario(
                 "served_from_0.5.14",
-                "served if SGLang >= " + post + ": " + _served_label(None, True, draft_window),
+                f"if SGLang >= {post}: " + _served_label(None, True, draft_window),
                 Serving(True, draft_window, page),
             ),
         ]
     served = Serving(honours_layer_types, draft_window, page)
     out = [
         trained,
-        Scenario(
-            "served", "served: " + _served_label(version, honours_layer_types, draft_window), served
-        ),
+        Scenario("served", _served_label(version, honours_layer_types, draft_window), served),
     ]
     sliding = window is not None and "sliding_attention" in layer_types
     fix: Serving | None = None
     if not honours_layer_types and sliding and draft_window != window:
         fix = Serving(False, window, page)
-        label = f"fix: {NEW_WINDOW_FLAG} {window} (upgrading to 0.5.14 serves as trained)"
+        label = f"{NEW_WINDOW_FLAG} {window} (upgrading to 0.5.14 serves as trained)"
     elif draft_window is not None and (honours_layer_types or not sliding):
         fix = Serving(honours_layer_types, None, page)
-        label = f"fix: remove {NEW_WINDOW_FLAG}"
+        label = f"remove {NEW_WINDOW_FLAG}"
     if fix is not None:
         out.append(Scenario("fix", label, fix))
     return out

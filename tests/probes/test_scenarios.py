@@ -73,7 +73,7 @@ def test_seed_case_on_0_5_13_fix_is_the_flag_at_the_window() -> None:
 
 def test_flag_on_0_5_14_fix_removes_it() -> None:
     out = scenarios_for(MIXED, 2048, honours_layer_types=True, draft_window=2048)
-    assert out[2].serving == Serving(True, None, 1) and out[2].label.startswith("fix: remove")
+    assert out[2].serving == Serving(True, None, 1) and out[2].label.startswith("remove")
 
 
 def test_served_as_trained_has_no_fix() -> None:
