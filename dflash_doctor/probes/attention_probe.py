@@ -107,13 +107,18 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
 
 
 def read_safetensors(
-    directory: str, wanted: dict[str, int | None], dtype: torch.dtype, *, required: bool = True
+    directory: str,
+    wanted: dict[str, tuple[int | None, int | None]],
+    dtype: torch.dtype,
+    *,
+    required: bool = True,
 ) -> dict[str, torch.Tensor]:
     """Read the named tensors from a directory's *.safetensors files.
 
-    `wanted` maps a name to the rows to read from its top (a TP shard of a row-split
-    projection), or None for the whole tensor; only those bytes are read. With
-    `required`, a missing tensor is an error; without, it is left out.
+    `wanted` maps a name to (rows, cols): the rows to read from its top (the TP shard of a
+    row-split projection; only those bytes are read) and the columns to keep from its left
+    (a column-split one, cut as soon as it is read); None keeps them all. With `required`,
+    a missing tensor is an error; without, it is left out.
     """
     codes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
     sizes = {"F32": 4, "F16": 2, "BF16": 2}
@@ -132,14 +137,17 @@ def read_safetensors(
                     raise ValueError(f"{name}: {key} has dtype {meta['dtype']}, not F32/F16/BF16")
                 shape = list(meta["shape"])
                 start, end = meta["data_offsets"]
-                rows = wanted[key]
+                rows, cols = wanted[key]
                 if rows is not None and shape and rows < shape[0]:
                     end = start + rows * math.prod(shape[1:]) * sizes[meta["dtype"]]
                     shape[0] = rows
                 f.seek(base + start)
                 raw = bytearray(f.read(end - start))
                 tensor = torch.frombuffer(raw, dtype=codes[meta["dtype"]]).reshape(shape)
-                found[key] = tensor.to(dtype)
+                if cols is not None and len(shape) == 2:
+                    tensor = tensor[:, :cols]
+                found[key] = tensor.to(dtype).contiguous()
+                del raw
     missing = sorted(set(wanted) - set(found))
     if missing and required:
         raise ValueError(f"safetensors lack {len(missing)} tensors, e.g. {missing[0]}")
@@ -157,6 +165,10 @@ def shape_of(config: dict[str, Any], tp: int, layer_types: list[str] | None) -> 
         or (config.get("rope_parameters") or {}).get("rope_theta")
         or 10000.0
     )
+    # SGLang's QKVParallelLinear needs TP to divide the heads, and the KV heads to split
+    # evenly over the ranks or be replicated evenly.
+    if heads % tp or (kv % tp if kv >= tp else tp % kv):
+        raise ValueError(f"TP {tp} does not split {heads} heads / {kv} KV heads evenly")
     types = list(layer_types or config.get("layer_types") or ["full_attention"] * layers)
     if len(types) != layers:
         raise ValueError(f"{len(types)} layer types for {layers} layers")
@@ -485,16 +497,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     tensors = None
     if real:
         d = cfg["head_dim"]
-        wanted: dict[str, int | None] = {}
+        wanted: dict[str, tuple[int | None, int | None]] = {}
         for i in range(cfg["layers"]):
             prefix = f"layers.{i}.self_attn."
-            wanted[prefix + "q_proj.weight"] = cfg["heads"] * d
-            wanted[prefix + "k_proj.weight"] = cfg["kv_heads"] * d
-            wanted[prefix + "v_proj.weight"] = cfg["kv_heads"] * d
-            wanted[prefix + "o_proj.weight"] = None
+            wanted[prefix + "q_proj.weight"] = (cfg["heads"] * d, None)
+            wanted[prefix + "k_proj.weight"] = (cfg["kv_heads"] * d, None)
+            wanted[prefix + "v_proj.weight"] = (cfg["kv_heads"] * d, None)
+            wanted[prefix + "o_proj.weight"] = (None, cfg["heads"] * d)
         tensors = read_safetensors(spec["weights_dir"], wanted, getattr(torch, STORE_DTYPE_NAME))
-        norms: dict[str, int | None] = {
-            f"layers.{i}.{n}.weight": None
+        norms: dict[str, tuple[int | None, int | None]] = {
+            f"layers.{i}.{n}.weight": (None, None)
             for i in range(cfg["layers"])
             for n in ("self_attn.q_norm", "self_attn.k_norm", "input_layernorm")
         }

@@ -26,7 +26,7 @@ TORCH_HINT = (
 
 
 def default_contexts(window: int | None) -> list[int]:
-    """512, the window, then 2x, 4x and 8x it (the memory budget caps the long ones)."""
+    """512, the window (trained, else the draft window), then 2x, 4x and 8x it."""
     if not window:
         return [512, 2048, 8192]
     return sorted({512, window, 2 * window, 4 * window, 8 * window})
@@ -67,8 +67,9 @@ def probe_spec(
     trained = drafter.effective_sliding_window
     if window and trained and draft_window == trained:
         draft_window = window
-    window = window or trained
-    lengths = contexts or default_contexts(window)
+    # An override scales the trained window down; it never invents one.
+    window = (window or trained) if trained else None
+    lengths = contexts or default_contexts(window or draft_window)
     layer_types = list(drafter.layer_types)
     scenarios = scenarios_for(
         layer_types,

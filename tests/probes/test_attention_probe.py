@@ -157,6 +157,19 @@ def test_shard_shapes_follow_tp(tp: int, heads: int, kv_heads: int) -> None:
     assert r.shard["k_proj"] == [kv_heads * 128, 2560] == r.shard["v_proj"]
 
 
+def test_tp_that_does_not_split_the_heads_is_refused_in_one_line() -> None:
+    spec = probe_spec(
+        drafter_cfg(QWEN4B_DRAFTER),
+        json.loads(QWEN4B_DRAFTER.read_text()),
+        honours_layer_types=True,
+        contexts=[16],
+        tp_size=3,
+        device="cpu",
+    )
+    with pytest.raises(FactError, match="TP 3 does not split 32 heads / 8 KV heads evenly"):
+        run_probe(LocalTransport("t"), spec, python=sys.executable)
+
+
 def test_reads_and_draft_kv_are_per_gpu_bytes(seed_0513: ProbeResult) -> None:
     # bf16 KV (the drafter's dtype, --kv-cache-dtype auto): 2 (K, V) x 1 KV head x 128 x 2 B
     per_layer_token = 2 * 1 * 128 * 2
