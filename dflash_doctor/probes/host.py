@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dflash_doctor.checks.views import version_facts, window_state
+from dflash_doctor.checks.views import behaviour, page_size, version_facts, window_state
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.gather import Gatherer
@@ -61,19 +61,21 @@ def probe_with(
         if spec.recorded and not transport.remote
         else (launch.python if launch and launch.python else "python3")
     )
-    # The served spans follow the host's SGLang (unknown: both readings are probed) and the
-    # draft window it runs with (the log's init line over the launch flags).
+    # The served spans follow the host's SGLang as the span model reads it (its own code,
+    # else the version table; unknown: both readings are probed) and the draft window it
+    # runs with (the log's init line over the launch flags).
+    b = behaviour(facts)
     vf = version_facts(facts)
     run_spec = probe_spec(
         drafter,
         config,
-        honours_layer_types=vf.drafter_honours_layer_types if vf is not None else None,
+        honours_layer_types=b.honours_layer_types if b is not None else None,
         draft_window=window_state(facts).window,
         version=vf.label if vf is not None else None,
         contexts=options.contexts,
         window=options.window,
         tp_size=launch.tp_size if launch else 1,
-        page_size=(launch.page_size if launch else None) or 1,
+        page_size=page_size(facts),
         kv_cache_dtype=launch.kv_cache_dtype if launch else None,
         budget_mib=options.budget_mib,
         device=options.device,

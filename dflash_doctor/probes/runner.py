@@ -64,6 +64,13 @@ def probe_spec(
     `window` replaces the drafter's trained sliding window for a reduced run; a draft
     window flag equal to the trained window follows it, so "flag at the window" stays so.
     """
+    if drafter.layer_types_source == "unknown" or len(drafter.layer_types) != (
+        drafter.num_hidden_layers
+    ):
+        raise FactError(
+            f"cannot probe: the drafter's layer types are unknown (no layer_types, and "
+            f"model_type {drafter.model_type!r} has no modelled derivation)"
+        )
     trained = drafter.effective_sliding_window
     if window and trained and draft_window == trained:
         draft_window = window

@@ -157,6 +157,16 @@ def test_shard_shapes_follow_tp(tp: int, heads: int, kv_heads: int) -> None:
     assert r.shard["k_proj"] == [kv_heads * 128, 2560] == r.shard["v_proj"]
 
 
+def test_unknown_layer_types_are_not_guessed() -> None:
+    from dflash_doctor.facts.model_config import parse_drafter_config
+
+    config = {k: v for k, v in KIMI.items() if k != "layer_types"} | {"model_type": "llama"}
+    cfg = parse_drafter_config(json.dumps(config).encode(), "config.json")
+    assert cfg.layer_types_source == "unknown"
+    with pytest.raises(FactError, match="layer types are unknown"):
+        probe_spec(cfg, config, honours_layer_types=False, contexts=[16])
+
+
 def test_tp_that_does_not_split_the_heads_is_refused_in_one_line() -> None:
     spec = probe_spec(
         drafter_cfg(QWEN4B_DRAFTER),
