@@ -54,6 +54,7 @@ is measured, because SGLang never allocates one.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -95,13 +96,24 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) ->
     return y * weight if weight is not None else y
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Neox-style rotary embedding; x is (T, heads, head_dim)."""
+@functools.lru_cache(maxsize=4)
+def rope_table(
+    start: int, stop: int, half: int, theta: float, dtype: torch.dtype, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin for positions start..stop-1, made once for every layer that needs them."""
+    inv = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64) / half))
+    ang = torch.arange(start, stop, dtype=torch.float64)[:, None] * inv[None, :]
+    return ang.cos().to(dtype).to(device)[:, None, :], ang.sin().to(dtype).to(device)[:, None, :]
+
+
+def rope(x: torch.Tensor, start: int, theta: float, repeat: int = 1) -> torch.Tensor:
+    """Neox-style rotary embedding; x is (repeat * n, heads, head_dim) at positions
+    start..start+n-1, `repeat` times over (independent draft blocks at one position)."""
     half = x.shape[-1] // 2
-    inv = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64, device=x.device) / half))
-    ang = positions.to(torch.float64)[:, None] * inv[None, :]
-    cos = ang.cos().to(x.dtype)[:, None, :]
-    sin = ang.sin().to(x.dtype)[:, None, :]
+    n = x.shape[0] // repeat
+    cos, sin = rope_table(start, start + n, half, theta, x.dtype, str(x.device))
+    if repeat > 1:
+        cos, sin = cos.repeat(repeat, 1, 1), sin.repeat(repeat, 1, 1)
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -276,7 +288,7 @@ def context_kv(
         k = torch.randn(length, kv, d, generator=gen).to(dtype).to(device)
         v = torch.randn(length, kv, d, generator=gen).to(dtype).to(device)
     k = rms_norm(k, layer.k_norm)
-    k = rope(k, torch.arange(length, device=device), cfg["rope_theta"])
+    k = rope(k, 0, cfg["rope_theta"])
     return k, v
 
 
@@ -298,16 +310,21 @@ class Projected:
     """One layer's projections of one hidden state: shared by every scenario that holds it."""
 
     def __init__(
-        self, layer: Layer, cfg: dict[str, Any], h: torch.Tensor, length: int, block: int
+        self,
+        layer: Layer,
+        cfg: dict[str, Any],
+        h: torch.Tensor,
+        length: int,
+        block: int,
+        wqkv: torch.Tensor,
     ) -> None:
         heads, kv, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
         r = h.shape[0] // block
         x = rms_norm(h, layer.in_norm)
-        pos = torch.arange(length, length + block, device=h.device).repeat(r)
         theta = cfg["rope_theta"]
-        q, k, v = torch.split(x @ layer.qkv.to(x.dtype).T, list(layer.split), dim=-1)
-        q = rope(rms_norm(q.reshape(-1, heads, d), layer.q_norm), pos, theta)
-        kb = rope(rms_norm(k.reshape(-1, kv, d), layer.k_norm), pos, theta)
+        q, k, v = torch.split(x @ wqkv.T, list(layer.split), dim=-1)
+        q = rope(rms_norm(q.reshape(-1, heads, d), layer.q_norm), length, theta, r)
+        kb = rope(rms_norm(k.reshape(-1, kv, d), layer.k_norm), length, theta, r)
         vb = v.reshape(-1, kv, d)
         group = heads // kv
         # (R*block, heads, d) -> (kv, R, group*block, d); row g*block + t is head kv*group+g.
@@ -318,7 +335,7 @@ class Projected:
 
 
 def attend(
-    layer: Layer,
+    wo: torch.Tensor,
     cfg: dict[str, Any],
     h: torch.Tensor,
     proj: Projected,
@@ -364,7 +381,7 @@ def attend(
         outs.append((ctx + eb.to(vc.dtype) @ proj.vb[:, r0 : r0 + step]) / denom.to(vc.dtype))
     out = torch.cat(outs, dim=1)  # (kv, R, group*block, d)
     out = out.view(kv, r, group, block, d).permute(1, 3, 0, 2, 4).reshape(-1, heads * d)
-    return h + out @ layer.o.to(out.dtype).T
+    return h + out @ wo.T
 
 
 def compare(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
@@ -654,14 +671,16 @@ def forward(
     diffs: dict[str, list[dict[str, Any]]] = {name: [] for name in starts if name != reference}
     for i, layer in enumerate(layers):
         k_ctx, v_ctx = context_kv(layer, cfg, length, gen, dtype, device, real)
+        # widened from bfloat16 once per layer, for every state and span that uses them
+        wqkv, wo = layer.qkv.to(dtype), layer.o.to(dtype)
         split: list[tuple[list[str], torch.Tensor]] = []
         for members, h in groups:
-            proj = Projected(layer, cfg, h, length, block)
+            proj = Projected(layer, cfg, h, length, block, wqkv)
             by_span: dict[tuple[int, ...], list[str]] = {}
             for name in members:
                 by_span.setdefault(tuple(starts[name][i]), []).append(name)
             for span, names in by_span.items():
-                split.append((names, attend(layer, cfg, h, proj, k_ctx, v_ctx, list(span))))
+                split.append((names, attend(wo, cfg, h, proj, k_ctx, v_ctx, list(span))))
             del proj
         groups = split
         state = {name: h for names, h in groups for name in names}
@@ -673,7 +692,7 @@ def forward(
                     **compare(state[name], state[reference]),
                 }
             )
-        del k_ctx, v_ctx, state
+        del k_ctx, v_ctx, state, wqkv, wo
     return diffs, {name: h for names, h in groups for name in names}
 
 
