@@ -24,11 +24,11 @@ from dflash_doctor.inventory import load_inventory
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
 from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
 from dflash_doctor.probes.host import ProbeOptions, probe_host
-from dflash_doctor.probes.runner import DEFAULT_BUDGET_MIB
+from dflash_doctor.probes.runner import DEFAULT_AGREEMENT_TOKENS, DEFAULT_BUDGET_MIB
 from dflash_doctor.render.json_report import render_json
 from dflash_doctor.render.junit import render_junit
 from dflash_doctor.render.probe import render_probe
-from dflash_doctor.render.probe_plot import write_plot
+from dflash_doctor.render.probe_plot import require_plot, write_plot
 from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.sarif import render_sarif
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
@@ -260,34 +260,61 @@ def probe(
     python: Annotated[
         str | None, typer.Option("--python", help="the Python on the host that has torch")
     ] = None,
+    agreement_tokens: Annotated[
+        int,
+        typer.Option(
+            "--agreement-tokens", min=16, help="draft tokens the top-1 agreement is measured over"
+        ),
+    ] = DEFAULT_AGREEMENT_TOKENS,
     fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="also draw divergence and memory to a PNG")
+        Path | None,
+        typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
     ] = None,
     identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
     known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
     ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
 ) -> None:
-    """Run the windowed-vs-full attention probe on a host's GPU (CPU where none)."""
+    """Probe served vs trained drafter attention on a host's GPU (CPU where none).
+
+    Exit 0 when the probe ran, 1 when it refused (GPU memory) or its self-check failed,
+    2 when it could not run (no torch on the host, bad input).
+    """
     if device not in ("auto", "cpu", "cuda") or dtype not in ("float32", "bfloat16"):
         raise UsageError("--device is auto, cpu or cuda; --dtype is float32 or bfloat16")
     if weights not in ("random", "real"):
         raise UsageError("--weights is random or real")
+    if plot is not None:
+        require_plot(str(plot))  # before the run, not after it
     specs = _specs([host] if host else [], demo, [host_dir] if host_dir else [], [], {})
     if len(specs) != 1:
         raise UsageError("probe one host at a time")
     lengths = _lengths(contexts)
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
-    options = ProbeOptions(lengths, window, budget_mib, device, dtype, weights, python)
-    result = probe_host(specs[0], options, ssh=ssh)
+    options = ProbeOptions(
+        lengths, window, budget_mib, device, dtype, weights, python, agreement_tokens
+    )
+    err = Console(stderr=True)
+    name = specs[0].name
+    result = probe_host(
+        specs[0],
+        options,
+        ssh=ssh,
+        on_progress=lambda line: err.print(
+            f"{name}: {line}", markup=False, highlight=False, soft_wrap=True
+        ),
+    )
     if fmt is Format.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        render_probe(specs[0].name, result, Console())
+        render_probe(name, result, Console())
     if plot is not None and result.contexts:
-        write_plot(result, str(plot), f"{specs[0].name} attention probe")
-    ok = result.refused is None and (result.self_check is None or result.self_check.passed)
+        write_plot(result, str(plot), f"{name} attention probe")
+    # passed is None when no scenario had the reference's spans: nothing to check.
+    ok = result.refused is None and (
+        result.self_check is None or result.self_check.passed is not False
+    )
     raise typer.Exit(0 if ok else 1)
 
 
@@ -503,5 +530,8 @@ def main() -> None:
     try:
         app()
     except DoctorError as e:
-        Console(stderr=True).print(f"dflash-doctor: error: {e}", markup=False, highlight=False)
+        # soft_wrap: one line however long, never cut at the console width
+        Console(stderr=True).print(
+            f"dflash-doctor: error: {e}", markup=False, highlight=False, soft_wrap=True
+        )
         sys.exit(EXIT_USAGE)

@@ -190,28 +190,50 @@ def context_length(facts: HostFacts) -> tuple[int | None, Evidence | None]:
 def probe_evidence(
     facts: HostFacts, context: int | None
 ) -> tuple[list[Evidence], dict[str, float | int | str]]:
-    """What the probe measured at the longest probed context up to the server's context."""
+    """What the probe measured, served vs trained (and the fix vs trained), at the longest
+    probed context up to the server's where the served spans differ from the trained."""
     result = facts.probe.value
     if result is None or not result.contexts:
         return [], {}
-    beyond = [c for c in result.contexts if not c.window_covers_context]
-    if not beyond:
+    differing = [
+        c
+        for c in result.contexts
+        if (cmp := c.comparison("served")) is not None and not cmp.same_spans
+    ]
+    if not differing:
         return [], {}
-    fitting = [c for c in beyond if context is None or c.context <= context] or beyond[:1]
+    fitting = [c for c in differing if context is None or c.context <= context] or differing[:1]
     c = fitting[-1]
+    served = c.comparison("served")
+    assert served is not None
     impact: dict[str, float | int | str] = {
         "probe_context_tokens": c.context,
-        "probe_rel_l2_full_vs_windowed": round(c.output.rel_l2, 4),
-        "probe_top1_agreement": round(c.top1_agreement, 4),
+        "probe_rel_l2_served_vs_trained": round(served.output.rel_l2, 4),
+        "probe_top1_agreement_served_vs_trained": round(served.top1_agreement, 4),
     }
     window = result.shape.window if result.shape else None
     text = (
-        f"probe on {result.device} (window {window}): at {c.context} tokens the drafter's "
-        f"attention output with full context differs from its trained windowed output by rel L2 "
-        f"{c.output.rel_l2:.3g} (top-1 agreement {c.top1_agreement:.2f})"
+        f"probe on {result.device} (trained window {window}): at {c.context} tokens the "
+        f"attention as served ({result.label_of('served')}) differs from the trained by rel L2 "
+        f"{served.output.rel_l2:.3g} (top-1 agreement {served.top1_agreement:.2f} over "
+        f"{result.agreement_tokens} draft tokens)"
     )
-    # No KV bytes here: SGLang allocates one draft slot per target token whatever the
-    # window (kv_math), so a probe's windowed allocation says nothing about the server.
+    fix = c.comparison("fix")
+    if fix is not None:
+        impact["probe_rel_l2_fix_vs_trained"] = round(fix.output.rel_l2, 4)
+        impact["probe_top1_agreement_fix_vs_trained"] = round(fix.top1_agreement, 4)
+        text += (
+            f"; under the fix ({result.label_of('fix')}) by rel L2 {fix.output.rel_l2:.3g} "
+            f"(top-1 {fix.top1_agreement:.2f})"
+        )
+    reads = {r.scenario: r.read_bytes / 2**20 for r in c.runs}
+    if "served" in reads and "trained" in reads:
+        impact["probe_draft_reads_mib_per_step_served"] = round(reads["served"], 3)
+        impact["probe_draft_reads_mib_per_step_trained"] = round(reads["trained"], 3)
+        text += (
+            f"; draft attention reads per step per GPU: served {reads['served']:.2f} MiB, "
+            f"trained {reads['trained']:.2f} MiB"
+        )
     return [Evidence(kind="derived", text=text)], impact
 
 

@@ -5,16 +5,26 @@ from __future__ import annotations
 import json
 import posixpath
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from dflash_doctor.checks.views import behaviour, page_size, version_facts, window_state
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.gather import Gatherer
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.probes.models import ProbeResult
-from dflash_doctor.probes.runner import DEFAULT_BUDGET_MIB, probe_spec, run_probe
+from dflash_doctor.probes.runner import (
+    DEFAULT_AGREEMENT_TOKENS,
+    DEFAULT_BUDGET_MIB,
+    probe_spec,
+    run_probe,
+)
 from dflash_doctor.transport.base import Transport
-from dflash_doctor.transport.ssh import SSHOptions
+
+if TYPE_CHECKING:  # paramiko is imported only where SSH is used
+    from dflash_doctor.transport.ssh import SSHOptions
 
 
 @dataclass(frozen=True)
@@ -26,10 +36,15 @@ class ProbeOptions:
     dtype: str = "float32"
     weights: str = "random"
     python: str | None = None
+    agreement_tokens: int = DEFAULT_AGREEMENT_TOKENS
 
 
 def probe_with(
-    transport: Transport, spec: HostSpec, facts: HostFacts, options: ProbeOptions
+    transport: Transport,
+    spec: HostSpec,
+    facts: HostFacts,
+    options: ProbeOptions,
+    on_progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     drafter = facts.drafter.value
     if drafter is None:
@@ -46,28 +61,44 @@ def probe_with(
         if spec.recorded and not transport.remote
         else (launch.python if launch and launch.python else "python3")
     )
+    # The served spans follow the host's SGLang as the span model reads it (its own code,
+    # else the version table; unknown: both readings are probed) and the draft window it
+    # runs with (the log's init line over the launch flags).
+    b = behaviour(facts)
+    vf = version_facts(facts)
     run_spec = probe_spec(
         drafter,
         config,
+        honours_layer_types=b.honours_layer_types if b is not None else None,
+        draft_window=window_state(facts).window,
+        version=vf.label if vf is not None else None,
         contexts=options.contexts,
         window=options.window,
-        launch=launch,
+        tp_size=launch.tp_size if launch else 1,
+        page_size=page_size(facts),
+        kv_cache_dtype=launch.kv_cache_dtype if launch else None,
         budget_mib=options.budget_mib,
         device=options.device,
         dtype=options.dtype,
         weights=options.weights,
         weights_dir=spec.path(posixpath.dirname(drafter.path)),
+        agreement_tokens=options.agreement_tokens,
     )
-    return run_probe(transport, run_spec, python=python)
+    return run_probe(transport, run_spec, python=python, on_progress=on_progress)
 
 
 def probe_host(
-    spec: HostSpec, options: ProbeOptions, *, ssh: SSHOptions | None = None
+    spec: HostSpec,
+    options: ProbeOptions,
+    *,
+    ssh: SSHOptions | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     from dflash_doctor.pipeline import open_transport
 
     transport = open_transport(spec, ssh)
     try:
-        return probe_with(transport, spec, Gatherer(spec, transport).gather(), options)
+        facts = Gatherer(spec, transport).gather()
+        return probe_with(transport, spec, facts, options, on_progress)
     finally:
         transport.close()

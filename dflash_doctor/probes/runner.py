@@ -3,87 +3,128 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError, validation_line
-from dflash_doctor.facts.models import DrafterConfig, LaunchArgs
-from dflash_doctor.kv_math import draft_kv
+from dflash_doctor.errors import FactError, validation_line
+from dflash_doctor.facts.models import DrafterConfig
 from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.probes.scenarios import scenarios_for, spans_input
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
 PROBE_TIMEOUT = 600.0
 DEFAULT_BUDGET_MIB = 4096  # the probe's own default too (attention_probe.DEFAULT_BUDGET_MIB)
+DEFAULT_AGREEMENT_TOKENS = 256  # attention_probe.DEFAULT_AGREEMENT_TOKENS says why
+# The one line shown when the host's Python cannot import torch.
+TORCH_HINT = (
+    "install it there (CPU build: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu), or pass --python with a Python that has it"
+)
 
 
 def default_contexts(window: int | None) -> list[int]:
-    """512, the window, then 2x, 4x and 8x it (the memory budget caps the long ones)."""
+    """512, the window (trained, else the draft window), then 2x, 4x and 8x it."""
     if not window:
         return [512, 2048, 8192]
     return sorted({512, window, 2 * window, 4 * window, 8 * window})
+
+
+def kv_storage_dtype(kv_cache_dtype: str | None, drafter: DrafterConfig) -> str:
+    """How the draft KV is stored: --kv-cache-dtype, 'auto' meaning the drafter's dtype."""
+    if kv_cache_dtype and kv_cache_dtype != "auto":
+        return {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}.get(kv_cache_dtype, "bfloat16")
+    return drafter.dtype if drafter.dtype in ("float32", "float16", "bfloat16") else "bfloat16"
 
 
 def probe_spec(
     drafter: DrafterConfig,
     config_json: dict[str, Any],
     *,
+    honours_layer_types: bool | None,
+    draft_window: int | None = None,
     contexts: list[int] | None = None,
     window: int | None = None,
-    launch: LaunchArgs | None = None,
+    tp_size: int = 1,
+    page_size: int = 1,
+    kv_cache_dtype: str | None = None,
+    version: str | None = None,
     budget_mib: int = DEFAULT_BUDGET_MIB,
     device: str = "auto",
     dtype: str = "float32",
     weights: str = "random",
     weights_dir: str | None = None,
+    agreement_tokens: int = DEFAULT_AGREEMENT_TOKENS,
     seed: int = 0,
 ) -> dict[str, Any]:
-    window = window or drafter.effective_sliding_window
-    lengths = contexts or default_contexts(window)
-    tp = launch.tp_size if launch else 1
-    page = (launch.page_size if launch else None) or 1
-    kv_dtype = (launch.kv_cache_dtype if launch else None) or "auto"
-    sizes = [
-        draft_kv(
-            drafter,
-            context_tokens=n,
-            window=window or n,
-            page_size=page,
-            tp_size=tp,
-            kv_cache_dtype=kv_dtype,
+    """The probe's input for one host's configuration.
+
+    `window` replaces the drafter's trained sliding window for a reduced run; a draft
+    window flag equal to the trained window follows it, so "flag at the window" stays so.
+    """
+    if drafter.layer_types_source == "unknown" or len(drafter.layer_types) != (
+        drafter.num_hidden_layers
+    ):
+        raise FactError(
+            f"cannot probe: the drafter's layer types are unknown (no layer_types, and "
+            f"model_type {drafter.model_type!r} has no modelled derivation)"
         )
-        for n in lengths
-    ]
-    # The probe measures KV per GPU: heads split over TP ranks as on the server.
-    shaped = dict(config_json)
-    shaped["num_key_value_heads"] = max(1, -(-drafter.num_key_value_heads // max(tp, 1)))
+    trained = drafter.effective_sliding_window
+    if window and trained and draft_window == trained:
+        draft_window = window
+    # An override scales the trained window down; it never invents one.
+    window = (window or trained) if trained else None
+    lengths = contexts or default_contexts(window or draft_window)
+    layer_types = list(drafter.layer_types)
+    scenarios = scenarios_for(
+        layer_types,
+        window,
+        honours_layer_types=honours_layer_types,
+        draft_window=draft_window,
+        page_size=page_size,
+        version=version,
+    )
     return {
-        "config": shaped,
+        "config": config_json,
+        "layer_types": layer_types,
+        "tp_size": max(tp_size, 1),
         "contexts": lengths,
         "block_size": drafter.block_size or 16,
         "window": window,
+        "scenarios": spans_input(scenarios, layer_types, window, lengths),
+        "reference": "trained",
+        "kv_dtype": kv_storage_dtype(kv_cache_dtype, drafter),
+        "agreement_tokens": agreement_tokens,
         "budget_mib": budget_mib,
         "device": device,
         "dtype": dtype,
-        # the dtype the KV cache is stored in: --kv-cache-dtype, 'auto' meaning the model's
-        "kv_dtype": kv_dtype if kv_dtype != "auto" else (drafter.dtype or "bfloat16"),
         "weights": weights,
         "weights_dir": weights_dir,
         "seed": seed,
-        "kv_tokens": [[kv.full_tokens, kv.windowed_tokens] for kv in sizes],
-        "_kv_formula": [[kv.full_bytes, kv.windowed_bytes] for kv in sizes],
     }
 
 
-def run_probe(transport: Transport, spec: dict[str, Any], python: str = "python3") -> ProbeResult:
-    formula = spec.pop("_kv_formula", None)
+def run_probe(
+    transport: Transport,
+    spec: dict[str, Any],
+    python: str = "python3",
+    on_progress: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    """Run the probe; `on_progress` gets its progress lines (one per context) as they come."""
     # Shipped as text, never imported: the script imports torch, which the CLI must not pay for.
     argv = [python, "-c", script_source("probes/attention_probe.py"), json.dumps(spec)]
-    try:
-        res = transport.run(argv, timeout=PROBE_TIMEOUT)
-    except DoctorError:
-        raise
+    on_stderr = None
+    if on_progress is not None:
+        report = on_progress
+
+        def on_stderr(line: bytes) -> None:
+            text = line.decode("utf-8", "replace").strip()
+            if text.startswith("probe: "):
+                report(text.removeprefix("probe: "))
+
+    res = transport.run(argv, timeout=PROBE_TIMEOUT, on_stderr=on_stderr)
     text = res.stdout.decode("utf-8", "replace").strip().splitlines()
     if not text:
         err = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -93,10 +134,11 @@ def run_probe(transport: Transport, spec: dict[str, Any], python: str = "python3
         result = ProbeResult.model_validate_json(text[-1])
     except ValidationError as e:
         raise FactError(f"{transport.host}: probe output invalid: {validation_line(e)}") from None
+    if result.missing == "torch":
+        raise FactError(
+            f"{transport.host}: the probe needs torch, which {result.python or python} "
+            f"cannot import ({result.error}); {TORCH_HINT}"
+        )
     if result.error:
         raise FactError(f"{transport.host}: probe failed: {result.error}")
-    if formula:
-        by_length = dict(zip(spec["contexts"], formula, strict=True))
-        for c in result.contexts:
-            c.kv_formula_full_bytes, c.kv_formula_windowed_bytes = by_length[c.context]
     return result

@@ -1,4 +1,4 @@
-"""The probe report: a table per context length and bars of divergence and memory."""
+"""The probe report: per context, each scenario against trained, and draft attention reads."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from dflash_doctor.probes.models import ProbeResult
 
 MIB = 1024 * 1024
 BAR = 30
+# Each compared scenario's bars get their own glyph, so they differ without colour too.
+GLYPHS = ("█", "▒", "░", "▓")
 
 
-def _bar(value: float, top: float, style: str) -> Text:
+def _bar(value: float, top: float, glyph: str, style: str) -> Text:
     n = 0 if top <= 0 else round(BAR * value / top)
-    return Text("█" * n + " " * (BAR - n), style=style)
+    return Text(glyph * n + " " * (BAR - n), style=style)
 
 
 def render_probe(host: str, result: ProbeResult, console: Console) -> None:
@@ -24,63 +26,80 @@ def render_probe(host: str, result: ProbeResult, console: Console) -> None:
         return
     if result.shape is not None:
         s = result.shape
+        window = f", trained window {s.window}" if s.window else ""
         console.print(
-            f"{s.layers} layers ({len(result.sliding_layers)} sliding, window {s.window}), "
-            f"{s.heads} heads / {s.kv_heads} kv heads per GPU x {s.head_dim}, "
-            f"block {result.block_size}, {result.dtype}"
+            Text(
+                f"{s.layers} layers ({len(result.sliding_layers)} sliding{window}); one GPU's "
+                f"shard under TP {result.tp_size}: {s.heads} of {s.heads_total} heads, "
+                f"{s.kv_heads} of {s.kv_heads_total} KV heads x {s.head_dim}; block "
+                f"{result.block_size}, {result.dtype}; top-1 over {result.agreement_tokens} "
+                "draft tokens"
+            )
         )
-    table = Table(
-        "context",
-        "in window",
-        "rel L2",
-        "cosine",
-        "top-1 agree",
-        "draft KV full",
-        "draft KV windowed",
-        "time full / windowed",
-        box=None,
-    )
+    for sc in result.scenarios:
+        console.print(Text(f"  {sc.name}: {sc.label}", style="dim"))
+    compared = [s.name for s in result.scenarios if s.name != result.reference]
+    table = Table("context", box=None)
+    for name in compared:
+        table.add_column(f"{name}: rel L2")
+        table.add_column(f"{name}: top-1 (95% CI)")
+    for sc in result.scenarios:
+        table.add_column(f"{sc.name}: reads/step")
+    table.add_column("draft KV")
     for c in result.contexts:
-        kv_full = f"{c.kv.full_bytes_measured / MIB:.1f} MiB" if c.kv else "-"
-        kv_win = f"{c.kv.windowed_bytes_measured / MIB:.1f} MiB" if c.kv else "-"
-        table.add_row(
-            str(c.context),
-            "yes" if c.window_covers_context else "no",
-            f"{c.output.rel_l2:.3g}",
-            f"{c.output.cosine:.6f}",
-            f"{c.top1_agreement:.2f}",
-            kv_full,
-            kv_win,
-            f"{c.time_full_s:.3f} / {c.time_windowed_s:.3f} s",
-        )
+        row = [str(c.context)]
+        for name in compared:
+            cmp = c.comparison(name)
+            if cmp is None:
+                row += ["-", "-"]
+                continue
+            same = " (same spans)" if cmp.same_spans else ""
+            lo, hi = cmp.top1_ci95
+            row += [
+                f"{cmp.output.rel_l2:.3g}{same}",
+                f"{cmp.top1_agreement:.2f} ({lo:.2f}-{hi:.2f})",
+            ]
+        for sc in result.scenarios:
+            run = c.run_of(sc.name)
+            row.append(f"{run.read_bytes / MIB:.2f} MiB" if run else "-")
+        row.append(f"{c.draft_kv_bytes / MIB:.1f} MiB")
+        table.add_row(*row)
     console.print(table)
-    top_div = max((c.output.rel_l2 for c in result.contexts), default=0.0)
-    top_kv = max((c.kv.full_bytes_measured for c in result.contexts if c.kv), default=0)
-    console.print(Text("divergence (rel L2 of the output, full vs windowed)", style="bold"))
-    for c in result.contexts:
-        console.print(Text(f"{c.context:>8} ").append(_bar(c.output.rel_l2, top_div, "red")))
-    if top_kv:
-        console.print(
-            Text("draft KV per request per GPU: full (red) vs windowed (green)", style="bold")
+    console.print(
+        Text(
+            "reads/step: K/V bytes one draft step reads per request per GPU; draft KV: what "
+            "one request holds per GPU, one draft slot per target token in every SGLang "
+            "release (the draft window does not shrink it)",
+            style="dim",
         )
+    )
+    top_div = max((cmp.output.rel_l2 for c in result.contexts for cmp in c.compared), default=0.0)
+    if top_div > 0:
+        console.print(Text("divergence from trained (rel L2 of the output)", style="bold"))
         for c in result.contexts:
-            if c.kv:
+            for k, name in enumerate(compared):
+                cmp = c.comparison(name)
+                if cmp is None:
+                    continue
+                glyph = GLYPHS[k % len(GLYPHS)]
+                label = f"{c.context:>8} {name:<9} " if k == 0 else f"{'':>8} {name:<9} "
                 console.print(
-                    Text(f"{c.context:>8} ").append(_bar(c.kv.full_bytes_measured, top_kv, "red"))
-                )
-                console.print(
-                    Text(" " * 9).append(_bar(c.kv.windowed_bytes_measured, top_kv, "green"))
+                    Text(label)
+                    .append(_bar(cmp.output.rel_l2, top_div, glyph, "red" if k == 0 else "blue"))
+                    .append(f" {cmp.output.rel_l2:.3g}")
                 )
     for skipped in result.skipped_contexts:
         console.print(Text(f"skipped context {skipped.context}: {skipped.reason}", style="dim"))
     if result.self_check is not None:
-        sc = result.self_check
-        style = "green" if sc.passed else "bold red"
-        console.print(
-            Text(
-                f"self-check: {sc.contexts_below_window} context(s) inside the window agree to "
-                f"{sc.max_diff_below_window} (tolerance {sc.tolerance}): "
-                + ("passed" if sc.passed else "FAILED"),
-                style=style,
+        sc_ = result.self_check
+        if sc_.passed is None:
+            console.print(Text("self-check: no scenario had the trained spans", style="dim"))
+        else:
+            console.print(
+                Text(
+                    f"self-check: {sc_.same_span_comparisons} comparison(s) with the trained "
+                    f"spans agree to {sc_.max_diff_same_spans} (tolerance {sc_.tolerance}): "
+                    + ("passed" if sc_.passed else "FAILED"),
+                    style="green" if sc_.passed else "bold red",
+                )
             )
-        )

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 CHUNK_BYTES = 1024 * 1024
+
+
+# Called with each line (no newline) a command writes to stderr, while it runs.
+StderrLines = Callable[[bytes], None]
+
+
+class LineSplitter:
+    """Hands complete lines of a byte stream to a callback; `close` flushes the last one."""
+
+    def __init__(self, on_line: StderrLines) -> None:
+        self.on_line = on_line
+        self.pending = b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        for line in lines:
+            self.on_line(line)
+
+    def close(self) -> None:
+        if self.pending:
+            self.on_line(self.pending)
+            self.pending = b""
 
 
 @dataclass(frozen=True)
@@ -31,7 +53,9 @@ class Transport(Protocol):
     # True when the host is another machine: work is then pushed to it (log filtering).
     remote: bool
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult: ...
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
+    ) -> CommandResult: ...
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]: ...
 

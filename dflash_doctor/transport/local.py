@@ -6,12 +6,13 @@ import os
 import stat
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from dflash_doctor.errors import TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
+from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
 
 
 def _os_error(host: str, path: str, e: OSError) -> TransportError:
@@ -25,7 +26,11 @@ class LocalTransport:
     def __init__(self, host: str = "localhost") -> None:
         self.host = host
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
+    ) -> CommandResult:
+        if on_stderr is not None:
+            return self._run_watching(argv, timeout, on_stderr)
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
         except FileNotFoundError:
@@ -35,6 +40,51 @@ class LocalTransport:
         except OSError as e:
             raise _os_error(self.host, argv[0], e) from None
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def _run_watching(
+        self, argv: list[str], timeout: float, on_stderr: StderrLines
+    ) -> CommandResult:
+        """`run`, handing stderr lines to `on_stderr` as the command writes them."""
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise TransportError(f"{self.host}: command not found: {argv[0]}") from None
+        except OSError as e:
+            raise _os_error(self.host, argv[0], e) from None
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None
+        out: list[bytes] = []
+        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+        reader.start()
+        fired = threading.Event()
+
+        def kill() -> None:
+            fired.set()
+            proc.kill()
+
+        killer = threading.Timer(timeout, kill)
+        killer.start()
+        err = bytearray()
+        lines = LineSplitter(on_stderr)
+        try:
+            fd = stderr.fileno()
+            for chunk in iter(lambda: os.read(fd, 65536), b""):
+                err += chunk
+                lines.feed(chunk)
+            lines.close()
+            proc.wait()  # the killer timer bounds this wait
+        except BaseException:
+            proc.kill()  # on_stderr raised: do not leave the command behind
+            proc.wait()
+            raise
+        finally:
+            killer.cancel()
+            reader.join()
+            stdout.close()
+            stderr.close()
+        if fired.is_set():
+            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+        return CommandResult(proc.returncode, out[0] if out else b"", bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         res = self.run(argv, timeout=timeout)

@@ -24,7 +24,7 @@ from typing import Any
 import paramiko
 
 from dflash_doctor.errors import HostUnreachable, TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
+from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
 
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 
@@ -353,14 +353,21 @@ class SSHTransport:
         finally:
             chan.close()
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
+    ) -> CommandResult:
         out, err = bytearray(), bytearray()
         status: list[int] = []
+        lines = LineSplitter(on_stderr) if on_stderr is not None else None
         for o, e in self._exec(argv, timeout, status):
             out += o
             err += e
+            if lines is not None and e:
+                lines.feed(e)
             if len(out) + len(err) > MAX_OUTPUT_BYTES:
                 raise TransportError(f"{self.host}: {argv[0]} printed more than 256 MiB")
+        if lines is not None:
+            lines.close()
         return CommandResult(status[0], bytes(out), bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
