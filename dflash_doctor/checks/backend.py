@@ -25,16 +25,31 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     **What it finds.** The DFlash draft worker accepts `flashinfer`, `fa3`, `fa4` and
     `triton` (plus `ascend` from 0.5.13, `trtllm_mha` from 0.5.17, `intel_xpu` from 0.5.20).
     It takes `--speculative-draft-attention-backend`, else the server's
-    `--attention-backend`; any other value (e.g. `trtllm_mha` before 0.5.17, which could not
-    run the drafter's non-causal attention) is replaced, with the warning `DFLASH draft
-    worker ... Falling back to 'flashinfer'.`
+    `--attention-backend`; any other value is replaced, with the warning `DFLASH draft
+    worker ... Falling back to 'flashinfer'.` From 0.5.17 `trtllm_mha` is kept only when
+    every draft layer is `sliding_attention` or the drafter's config says `is_causal: true`;
+    a mixed or full-attention drafter falls back (`DFLASH only enables 'trtllm_mha' when
+    all layers use sliding attention or the draft is explicitly causal; ...`).
 
     **Why it hurts.** The server runs, but not as configured: the backend you tuned or
     benchmarked is not the one drafting, and CUDA-graph and memory settings sized for it
     may not fit the fallback.
 
+    **Example.** SGLang 0.5.23, `--attention-backend trtllm_mha`, a drafter with five
+    sliding layers and one full layer: the draft worker runs `flashinfer`.
+
     **How to fix.** Set `--speculative-draft-attention-backend` to a supported backend
     (`fa3` or `flashinfer` on NVIDIA GPUs) so the choice is explicit.
+
+    **Fix safety.** Safe: it names the backend SGLang already falls back to; the target's
+    backend is unchanged. Needs a relaunch.
+
+    **Versions.** Supported draft backends per release: `speculative/dflash_worker.py`
+    (0.5.11-0.5.16), `arg_groups/speculative_hook.py` (0.5.17-0.5.19),
+    `arg_groups/choices.py` DRAFT_ATTENTION_BACKEND_CHOICES (0.5.20-0.5.23). `trtllm_mha`
+    always falls back through 0.5.16 (`speculative_hook.py` 0.5.16:455-462); from 0.5.17
+    only for a drafter that is neither all sliding nor causal (0.5.17:464-494,
+    0.5.21:847-877, 0.5.23:945-978).
     """
     require_dflash(facts)
     evidence: list[Evidence] = []
@@ -66,6 +81,28 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     vf = version_facts(facts)
     supported = vf.draft_backends if vf is not None else DFLASH_DRAFT_BACKENDS
     unsupported = configured is not None and configured not in supported
+    cfg = facts.drafter.value
+    why = f"The DFlash draft worker supports {', '.join(supported)}"
+    if configured == "trtllm_mha" and not unsupported and cfg is not None:
+        # 0.5.17+ keeps trtllm_mha for the draft only when every layer is sliding or the
+        # draft is causal (arg_groups/speculative_hook.py 0.5.17:476-494, 0.5.23:957-978).
+        all_sliding = bool(cfg.layer_types) and set(cfg.layer_types) == {"sliding_attention"}
+        if not (all_sliding or cfg.is_causal):
+            unsupported = True
+            why = (
+                "The DFlash draft worker keeps 'trtllm_mha' only for a drafter whose layers are "
+                "all sliding_attention or whose config is causal; this one is neither"
+            )
+            evidence.append(
+                Evidence(
+                    kind="config",
+                    text=f"drafter layer types {sorted(set(cfg.layer_types))}, is_causal "
+                    f"{cfg.is_causal}: trtllm_mha needs all sliding layers or a causal draft",
+                    file=cfg.path,
+                    key="layer_types",
+                    line=cfg.key_lines.get("layer_types"),
+                )
+            )
     if not unsupported and not (log is not None and log.backend_fallbacks):
         if configured is None and (log is None or log.dflash_init is None):
             raise Skip("no attention backend configured and no DFlash init line to confirm")
@@ -76,10 +113,7 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
             check_id="DFD107",
             severity=Severity.WARNING,
             title=f"Draft attention backend {configured!r} is not supported by DFlash",
-            message=(
-                f"The DFlash draft worker supports {', '.join(supported)}; "
-                f"{configured!r} is replaced by {fallback!r}."
-            ),
+            message=f"{why}; {configured!r} is replaced by {fallback!r}.",
             evidence=evidence,
             fixes=[
                 Fix(

@@ -26,14 +26,26 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     **Why it hurts.** `sglang.launch_server` exits at startup with `unrecognized arguments`
     or a usage error: a relaunch from this launch file leaves the host without a server.
 
+    **Example.** `--bogus-flag` on any release: `sglang serve: error: unrecognized
+    arguments: --bogus-flag`; a command without `--model-path`: `the following arguments
+    are required: --model-path`.
+
     **How to fix.** Remove or correct the named flags; `python -m sglang.launch_server
     --help` on the host lists what this version accepts.
+
+    **Fix safety.** Manual: the tool cannot know what a typo meant. Renamed options have
+    an automatic rewrite (DFD140).
+
+    **Versions.** Every release 0.5.11-0.5.23; the option set per release is
+    `dflash_doctor/data/sglang_options.json`, generated from each wheel's
+    `ServerArgs.add_cli_args` (`srt/server_args.py`, prog `sglang serve`: 0.5.11:7276,
+    0.5.23:679).
     """
     launch = facts.launch.value
     assert launch is not None
     if launch.parser == "fallback":
         raise Skip("no parser of the host's SGLang release (neither importable nor in the data)")
-    # Window spellings are DFD104's, renamed or removed options DFD112's (with a rewrite).
+    # Window spellings are DFD104's, renamed or removed options DFD140's (with a rewrite).
     release = release_for(launch.parser_version)[0] if launch.parser_version else None
     unknown = [
         u

@@ -20,8 +20,19 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
     **Why it hurts.** Out-of-range layer ids fail at load or, worse, tap the wrong layers;
     a drafter for a different target proposes tokens the target rarely accepts.
 
+    **Example.** z-lab's Qwen3-4B-DFlash-b16 (hidden size 2560)
+    served beside Qwen3-8B (hidden size 4096): the hidden sizes differ.
+
     **How to fix.** Use the drafter released for this target model (the drafter's model
     card names it), or point `--model-path` at the target the drafter was trained on.
+
+    **Fix safety.** Manual: the tool cannot know which drafter was meant; changing the
+    model pair changes what the server serves.
+
+    **Versions.** Every release 0.5.11-0.5.23: SGLang refuses a layer id outside the
+    target (`DFLASH target_layer_ids contains an out-of-range layer id.`,
+    `speculative/dflash_utils.py` 0.5.11:307, 0.5.23:582); a hidden-size or layer-count
+    mismatch is not checked by SGLang and only costs acceptance.
     """
     require_dflash(facts)
     cfg = drafter(facts)

@@ -308,6 +308,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         sliding_window_source=window_source,
         swa_window_size=swa,
         num_target_layers_key=ntl_key,
+        is_causal=obj.get("is_causal") is True,
         max_position_embeddings=_int(obj, "max_position_embeddings"),
         context_length=context[0] if context else None,
         context_length_key=context[1] if context else None,

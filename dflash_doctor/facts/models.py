@@ -66,6 +66,9 @@ class DrafterConfig(BaseModel):
     sliding_window_resolved: int | None = None
     sliding_window_source: str | None = None
     swa_window_size: int | None = None
+    # `is_causal: true` in the drafter's config: SGLang keeps trtllm_mha for such a draft
+    # (arg_groups/speculative_hook.py 0.5.17:480).
+    is_causal: bool = False
     num_target_layers_key: str | None = None
     max_position_embeddings: int | None = None
     # The context length SGLang derives from this config (`get_context_length`), and the key

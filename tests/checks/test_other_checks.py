@@ -224,3 +224,27 @@ def test_dfd107_backends_follow_the_version() -> None:
     ascend = launch("--speculative-draft-attention-backend", "ascend")
     assert result("DFD107", launch_args=ascend, version="0.5.12").status == "failed"
     assert result("DFD107", launch_args=ascend, version="0.5.13").status == "passed"
+
+
+def test_dfd107_trtllm_mha_needs_an_all_sliding_or_causal_drafter_from_0_5_17() -> None:
+    """From 0.5.17 trtllm_mha stays for the draft only when every layer is sliding or the
+    draft is causal (arg_groups/speculative_hook.py 0.5.17:464-494, 0.5.23:945-978);
+    through 0.5.16 it always falls back (speculative_hook.py 0.5.16:455-462)."""
+    trt = launch("--attention-backend", "trtllm_mha")
+    mixed = drafter_cfg()  # the seed drafter: sliding layers and one full layer
+    assert "full_attention" in mixed.layer_types and "sliding_attention" in mixed.layer_types
+    all_sliding = drafter_cfg(layer_types=["sliding_attention"] * mixed.num_hidden_layers)
+    causal = drafter_cfg(is_causal=True)
+    assert causal.is_causal
+    for version, cfg, status in (
+        ("0.5.16", all_sliding, "failed"),
+        ("0.5.17", mixed, "failed"),
+        ("0.5.17", all_sliding, "passed"),
+        ("0.5.17", causal, "passed"),
+        ("0.5.23", mixed, "failed"),
+        ("0.5.23", all_sliding, "passed"),
+    ):
+        r = result("DFD107", launch_args=trt, drafter=cfg, version=version)
+        assert r.status == status, (version, cfg.layer_types, cfg.is_causal)
+    (f,) = result("DFD107", launch_args=trt, drafter=mixed, version="0.5.23").findings
+    assert "all sliding_attention" in f.message and f.fixes[0].value == "flashinfer"
