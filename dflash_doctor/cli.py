@@ -13,6 +13,12 @@ import typer
 from rich.console import Console
 
 from dflash_doctor import __version__
+from dflash_doctor.bench.matrix import (
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_MAX_TOTAL_TOKENS,
+    DEFAULT_SEED,
+    BenchOptions,
+)
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
 from dflash_doctor.checks.retired import RETIRED
@@ -120,6 +126,41 @@ def _lengths(contexts: str | None) -> list[int] | None:
     return lengths
 
 
+def _counts(text: str | None, what: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: comma-separated integers") from None
+    if not values or values[0] < 1:
+        raise UsageError(f"{what} must be positive")
+    return values
+
+
+def _bench_options(
+    contexts: str | None,
+    concurrency: str | None,
+    max_new_tokens: int,
+    temperature: float | None = None,
+    seed: str = DEFAULT_SEED,
+    max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS,
+    yes: bool = False,
+) -> BenchOptions:
+    return BenchOptions(
+        contexts=_counts(contexts, "--contexts"),
+        concurrency=_counts(concurrency, "--concurrency"),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        max_total_tokens=max_total_tokens,
+        yes=yes,
+    )
+
+
+BENCH_HOST_TIMEOUT = 3600.0
+
+
 @app.command()
 def check(
     hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
@@ -192,6 +233,22 @@ def check(
     probe_window: Annotated[
         int | None, typer.Option("--probe-window", help="window for --probe (reduced runs)")
     ] = None,
+    bench: Annotated[
+        bool,
+        typer.Option("--bench", help="also bench the live server; its curve feeds the findings"),
+    ] = False,
+    bench_contexts: Annotated[
+        str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
+    ] = None,
+    bench_concurrency: Annotated[
+        str | None, typer.Option("--bench-concurrency", help="concurrencies for --bench")
+    ] = None,
+    bench_max_new_tokens: Annotated[
+        int, typer.Option("--bench-max-new-tokens", min=1, help="output tokens per request")
+    ] = DEFAULT_MAX_NEW_TOKENS,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="with --bench: load a server that serves traffic")
+    ] = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     chosen = _selection(select)
@@ -213,6 +270,13 @@ def check(
     if limit and not inventory:
         raise UsageError("--limit needs --inventory")
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key, connect_timeout)
+    bench_options = (
+        _bench_options(bench_contexts, bench_concurrency, bench_max_new_tokens, yes=yes)
+        if bench
+        else None
+    )
+    if bench and timeout == DEFAULT_HOST_TIMEOUT:
+        timeout = BENCH_HOST_TIMEOUT  # a sweep takes minutes on a real server
     with host_progress(len(specs)) as done:
         reports = check_hosts(
             specs,
@@ -222,6 +286,7 @@ def check(
             timeout=timeout,
             on_done=done,
             probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
+            bench=bench_options,
         )
     report = build_report(reports, fail_on=fail_on)
     if output is not None:
@@ -455,6 +520,24 @@ def fix(
     known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
     ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    bench: Annotated[
+        bool,
+        typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
+    ] = False,
+    bench_contexts: Annotated[str | None, typer.Option("--bench-contexts")] = None,
+    bench_concurrency: Annotated[str | None, typer.Option("--bench-concurrency")] = None,
+    bench_max_new_tokens: Annotated[
+        int, typer.Option("--bench-max-new-tokens", min=1)
+    ] = DEFAULT_MAX_NEW_TOKENS,
+    bench_threshold: Annotated[
+        float,
+        typer.Option(
+            "--bench-threshold",
+            min=0.0,
+            max=1.0,
+            help="largest loss of accept length beyond the window that keeps a fix",
+        ),
+    ] = 0.05,
 ) -> None:
     """Show the change to the launch definition as a diff; --apply carries it out safely."""
     overrides: dict[str, object] = {
@@ -487,6 +570,13 @@ def fix(
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
     console = Console()
+    if bench and not apply:
+        raise UsageError("--bench measures a fix as it is applied: add --apply")
+    bench_options = (
+        _bench_options(bench_contexts, bench_concurrency, bench_max_new_tokens, yes=yes)
+        if bench
+        else None
+    )
     codes = [
         fix_host(
             s,
@@ -496,10 +586,93 @@ def fix(
             roll_back=do_rollback,
             stamp=stamp,
             health_timeout=health_timeout,
+            bench=bench_options,
+            bench_threshold=bench_threshold,
         )
         for s in specs
     ]
     raise typer.Exit(max(codes))
+
+
+@app.command("bench")
+def bench_command(
+    host: Annotated[str, typer.Argument(help="'local' or an SSH target")],
+    contexts: Annotated[
+        str | None,
+        typer.Option("--contexts", help="context lengths (default 0.25x..8x the window)"),
+    ] = None,
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", help="concurrent requests (default 1,4,16)")
+    ] = None,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", min=1, help="output tokens per request")
+    ] = DEFAULT_MAX_NEW_TOKENS,
+    temperature: Annotated[
+        float | None,
+        typer.Option("--temperature", min=0.0, help="production temperature (greedy always runs)"),
+    ] = None,
+    seed: Annotated[str, typer.Option("--seed", help="seed of the prompt token ids")] = (
+        DEFAULT_SEED
+    ),
+    max_total_tokens: Annotated[
+        int, typer.Option("--max-total-tokens", min=1, help="refuse sweeps that send more")
+    ] = DEFAULT_MAX_TOTAL_TOKENS,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="load the server even if it serves traffic")
+    ] = False,
+    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="also write the JSON document here")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="draw accept length vs context to a PNG")
+    ] = None,
+    pid: Annotated[int | None, typer.Option("--pid", help="server process id")] = None,
+    launch: Annotated[str | None, typer.Option("--launch", help="launch file on the host")] = None,
+    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
+    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
+    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
+    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+) -> None:
+    """Measure acceptance on the live server across the drafter's window and concurrency."""
+    from dflash_doctor.bench.run import bench_host
+    from dflash_doctor.pipeline import open_transport
+    from dflash_doctor.render.bench import cell_progress, render_bench, render_bench_json
+    from dflash_doctor.render.bench_plot import require_matplotlib, write_bench_plot
+
+    if plot is not None:
+        require_matplotlib()  # before the sweep, not after it
+    options = _bench_options(
+        contexts, concurrency, max_new_tokens, temperature, seed, max_total_tokens, yes
+    )
+    (spec,) = _specs(
+        [host],
+        False,
+        [],
+        [],
+        {"pid": pid, "launch_file": launch, "drafter_path": drafter, "target_path": target},
+    )
+    transport = open_transport(spec, _ssh(identity, known_hosts, ssh_config, accept_new_host_key))
+    try:
+        result = bench_host(spec, transport, options, progress=cell_progress)
+    finally:
+        transport.close()
+    document = render_bench_json(result)
+    if output is not None:
+        try:
+            output.write_text(document, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write: {e.strerror}") from None
+    if fmt is Format.json:
+        sys.stdout.write(document)
+    else:
+        render_bench(result, Console())
+    if plot is not None:
+        write_bench_plot(result, str(plot), f"{spec.name} bench")
+    failed = [c for c in result.cells if c.accept_length is None]
+    raise typer.Exit(1 if failed else 0)
 
 
 @app.command("checks")

@@ -42,6 +42,7 @@ from dflash_doctor.facts.models import (
     SGLangCode,
     TargetConfig,
 )
+from dflash_doctor.facts.runtime import read_runtime
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.hosts import HostSpec
@@ -535,7 +536,7 @@ class Gatherer:
             "target model",
             parse_target_config,
         )
-        return HostFacts(
+        facts = HostFacts(
             host=self.host,
             sglang_version=version,
             gpus=self.gpus(),
@@ -547,6 +548,31 @@ class Gatherer:
             environ=self.process_env,
             capture_hook=self.capture_hook(target.value, version, args),
         )
+        self.runtime(facts)
+        return facts
+
+    def runtime(self, facts: HostFacts) -> None:
+        """Ask the running server itself (issue 13); and read the launch file beside it."""
+        if self.spec.offline or self.spec.recorded or self.pid is None:
+            return
+        launch = facts.launch.value
+        facts.runtime = _attempt(
+            self.host,
+            "server HTTP API",
+            lambda: read_runtime(self.t, launch, self.pid, self.spec.health_url),
+        )
+        path = self.spec.launch_file
+        if path and launch is not None and launch.kind == "process":
+            facts.launch_file = _attempt(
+                self.host,
+                path,
+                lambda: parse_launch_file(
+                    self.t.read_file(self.spec.path(path), max_bytes=1 << 20),
+                    source=path,
+                    path=path,
+                    service=self.spec.compose_service,
+                ),
+            )
 
 
 def gather(spec: HostSpec, transport: Transport) -> HostFacts:

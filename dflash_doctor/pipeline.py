@@ -21,6 +21,7 @@ from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.local import LocalTransport
 
 if TYPE_CHECKING:
+    from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.transport.ssh import SSHOptions
 
@@ -56,6 +57,7 @@ def check_host(
     ssh: SSHOptions | None = None,
     timeout: float = DEFAULT_HOST_TIMEOUT,
     probe: ProbeOptions | None = None,
+    bench: BenchOptions | None = None,
 ) -> HostReport:
     try:
         transport = open_transport(spec, ssh)
@@ -79,6 +81,10 @@ def check_host(
                 facts.probe = Fact.of(probe_with(transport, spec, facts, probe), "probe")
             except DoctorError as e:
                 facts.probe = Fact.missing(str(e), "probe")
+        if bench is not None and not expired.is_set():
+            from dflash_doctor.bench.evidence import bench_fact
+
+            facts.bench = bench_fact(transport, facts, bench)
     except HostUnreachable as e:
         return HostReport(host=spec.name, reachable=False, error=str(e))
     finally:
@@ -88,11 +94,16 @@ def check_host(
         return HostReport(
             host=spec.name, reachable=False, error=f"{spec.name}: timed out after {timeout:g}s"
         )
+    results = run_checks(facts, select)
+    if facts.bench.value is not None:
+        from dflash_doctor.bench.evidence import attach_bench_evidence
+
+        attach_bench_evidence(facts, results)
     return HostReport(
         host=spec.name,
         facts=facts,
         fact_errors=fact_errors(facts),
-        results=run_checks(facts, select),
+        results=results,
     )
 
 
@@ -105,11 +116,12 @@ def check_hosts(
     timeout: float = DEFAULT_HOST_TIMEOUT,
     on_done: Callable[[HostReport], None] | None = None,
     probe: ProbeOptions | None = None,
+    bench: BenchOptions | None = None,
 ) -> list[HostReport]:
     """Check every host, at most `jobs` at a time; reports come back in the input order."""
 
     def one(spec: HostSpec) -> HostReport:
-        report = check_host(spec, select, ssh=ssh, timeout=timeout, probe=probe)
+        report = check_host(spec, select, ssh=ssh, timeout=timeout, probe=probe, bench=bench)
         if on_done is not None:
             on_done(report)
         return report

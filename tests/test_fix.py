@@ -340,7 +340,7 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     assert "applied to" in p.stdout and "verified" in p.stdout
     assert "draft_window_size=2048, compact_cache=True" in live_host["log"].read_text()
     info = server_info(live_host["port"])
-    assert info["speculative_draft_window_size"] == "2048", (info, live_host["log"].read_text())
+    assert info["speculative_draft_window_size"] == 2048, (info, live_host["log"].read_text())
     (backup,) = live_host["script"].parent.glob("serve.sh.dflash-doctor-*.bak")
     assert backup.read_bytes() == original
     # a second apply is a no-op: no backup, no relaunch
@@ -351,7 +351,7 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     p = live_host["fix"]("--rollback", "--yes")
     assert p.returncode == 0, p.stdout
     assert live_host["script"].read_bytes() == original
-    assert server_info(live_host["port"])["speculative_draft_window_size"] == "None"
+    assert server_info(live_host["port"])["speculative_draft_window_size"] is None
 
 
 def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-untyped-def]
@@ -366,7 +366,7 @@ def test_failed_relaunch_is_rolled_back(live_host) -> None:  # type: ignore[no-u
     assert "CUDA out of memory (stand-in failure)" in p.stdout  # the server's last log lines
     assert live_host["script"].read_bytes() == original
     assert healthy(live_host["port"])  # the old server runs again
-    assert server_info(live_host["port"])["speculative_draft_window_size"] == "None"
+    assert server_info(live_host["port"])["speculative_draft_window_size"] is None
 
 
 def test_fix_uses_the_spelling_the_hosts_sglang_accepts(live_host) -> None:  # type: ignore[no-untyped-def]

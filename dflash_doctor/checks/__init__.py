@@ -1,6 +1,7 @@
 """The check catalog. Importing this package registers every check."""
 
 from dflash_doctor.checks import (
+    accept_threshold,
     backend,
     block_size,
     context,
@@ -13,6 +14,7 @@ from dflash_doctor.checks import (
     renamed_options,
     runtime,
     slow_paths,
+    runtime_args,
     target_model,
     topology,
     window,
@@ -22,6 +24,7 @@ from dflash_doctor.checks.base import REGISTRY, Check
 __all__ = [
     "CATALOG",
     "Check",
+    "accept_threshold",
     "backend",
     "block_size",
     "context",
@@ -34,6 +37,7 @@ __all__ = [
     "renamed_options",
     "runtime",
     "slow_paths",
+    "runtime_args",
     "target_model",
     "topology",
     "window",

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dflash_doctor.checks.base import Evidence, Fix, Skip
-from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs, LogFacts
+from dflash_doctor.facts.models import (
+    DrafterConfig,
+    HostFacts,
+    LaunchArgs,
+    LogFacts,
+    ServerRuntime,
+)
 from dflash_doctor.sglang_versions import (
     LAYER_TYPES_SINCE,
     NEW_WINDOW_FLAG,
@@ -416,3 +422,41 @@ def env_value(facts: HostFacts, name: str) -> tuple[bool, str | None]:
 def env_evidence(facts: HostFacts, name: str, value: str | None) -> Evidence:
     text = f"{name}={value}" if value is not None else f"{name} is not set"
     return Evidence(kind="config", text=text, file=facts.environ.source, key=name)
+def runtime_evidence(runtime: ServerRuntime, text: str) -> Evidence:
+    """What the live server answered over HTTP (`/server_info`), pointing at the endpoint."""
+    return Evidence(
+        kind="derived", text=f"server answers {text}", file=runtime.url + runtime.endpoint
+    )
+
+
+def _tokens(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def bench_evidence(facts: HostFacts) -> tuple[list[Evidence], dict[str, float | int | str]]:
+    """The measured accept-length curve (`check --bench`), greedy at the lowest concurrency."""
+    result = facts.bench.value
+    if result is None or not result.cells:
+        return [], {}
+    temp = min(result.temperatures)
+    conc = min(result.concurrency)
+    cells = [
+        c
+        for c in result.cells
+        if c.temperature == temp and c.concurrency == conc and c.accept_length is not None
+    ]
+    if not cells:
+        return [], {}
+    curve = ", ".join(f"{c.accept_length:.1f} at {_tokens(c.context)}" for c in cells)
+    where = "greedy" if temp == 0 else f"T={temp:g}"
+    impact: dict[str, float | int | str] = {}
+    window = result.window
+    if window is not None:
+        inside = [c.accept_length or 0.0 for c in cells if c.context <= window]
+        beyond = [c.accept_length or 0.0 for c in cells if c.context > window]
+        if inside:
+            impact["bench_accept_length_inside_window"] = round(sum(inside) / len(inside), 3)
+        if beyond:
+            impact["bench_accept_length_beyond_window"] = round(sum(beyond) / len(beyond), 3)
+    text = f"bench on the live server ({where}, concurrency {conc}): accept length {curve}"
+    return [Evidence(kind="derived", text=text)], impact

@@ -309,3 +309,125 @@ class HostFacts(BaseModel):
     capture_hook: Fact[CaptureHook] = Field(
         default_factory=lambda: Fact[CaptureHook].missing("not gathered")
     )
+    # The live server's own answer over HTTP (not asked for recorded or offline hosts),
+    # the launch file when the launch fact came from the running process, and a bench
+    # sweep (`check --bench`). Absent (no value, no error) when not asked.
+    runtime: Fact[ServerRuntime] = Field(default_factory=lambda: Fact[ServerRuntime]())
+    launch_file: Fact[LaunchArgs] = Field(default_factory=lambda: Fact[LaunchArgs]())
+    bench: Fact[BenchResult] = Field(default_factory=lambda: Fact[BenchResult]())
+
+
+class MetricSample(BaseModel):
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+
+
+class ServerRuntime(BaseModel):
+    """What the live server answers over HTTP (`/server_info`, `/metrics`), asked on the host.
+
+    `args` are the resolved server args of the top level of `/server_info` (the tokenizer
+    process's ServerArgs: what the server started with after SGLang's defaults and hooks);
+    `internal_states` are the schedulers' own (one per DP rank), which `/set_internal_state`
+    changes at runtime. Secret-looking keys are dropped on the host before they travel.
+    """
+
+    url: str
+    endpoint: str
+    version: str | None = None
+    args: dict[str, object] = Field(default_factory=dict)
+    internal_states: list[dict[str, object]] = Field(default_factory=list)
+    metrics: dict[str, list[MetricSample]] | None = None
+    metrics_error: str | None = None
+
+    def arg(self, key: str) -> object:
+        return self.args.get(key)
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        values = [
+            float(v)
+            for s in self.internal_states
+            if isinstance(v := s.get("avg_spec_accept_length"), int | float)
+        ]
+        return sum(values) / len(values) if values else None
+
+    def metric(self, name: str) -> float | None:
+        """Sum over label sets of one `sglang:` gauge (None when metrics are off or absent)."""
+        if self.metrics is None or name not in self.metrics:
+            return None
+        return sum(s.value for s in self.metrics[name])
+
+
+class BenchRequest(BaseModel):
+    """One /generate request of a bench cell, as measured."""
+
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    spec_accept_length: float | None = None
+    spec_verify_ct: int | None = None
+    error: str | None = None
+
+
+class BenchCell(BaseModel):
+    context: int
+    concurrency: int
+    temperature: float
+    max_new_tokens: int
+    wall_s: float = 0.0
+    requests: list[BenchRequest] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> list[BenchRequest]:
+        return [r for r in self.requests if r.error is None and r.completion_tokens]
+
+    @property
+    def accept_length(self) -> float | None:
+        """Completion tokens over verify steps, pooled over the cell's requests."""
+        rows = [r for r in self.ok if r.spec_verify_ct]
+        if not rows:
+            return None
+        return sum(r.completion_tokens or 0 for r in rows) / sum(
+            r.spec_verify_ct or 0 for r in rows
+        )
+
+    @property
+    def accept_lengths(self) -> list[float]:
+        return [r.spec_accept_length for r in self.ok if r.spec_accept_length is not None]
+
+    @property
+    def tokens_per_s_request(self) -> float | None:
+        rates = [(r.completion_tokens or 0) / r.latency_s for r in self.ok if r.latency_s]
+        return sum(rates) / len(rates) if rates else None
+
+    @property
+    def tokens_per_s_total(self) -> float | None:
+        done = sum(r.completion_tokens or 0 for r in self.ok)
+        return done / self.wall_s if self.wall_s > 0 and done else None
+
+    @property
+    def latency_s(self) -> float | None:
+        lat = [r.latency_s for r in self.ok if r.latency_s is not None]
+        return sum(lat) / len(lat) if lat else None
+
+
+class BenchResult(BaseModel):
+    """A bench sweep: the matrix, the cells, and what the server was when it ran."""
+
+    host: str
+    sglang_version: str | None = None
+    window: int | None = None
+    seed: str
+    vocab: int
+    contexts: list[int]
+    concurrency: list[int]
+    temperatures: list[float]
+    max_new_tokens: int
+    tokens_sent: int = 0
+    cells: list[BenchCell] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+# HostFacts names the runtime and bench models defined after it.
+HostFacts.model_rebuild()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, TransportError
@@ -18,6 +18,9 @@ from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
+
+if TYPE_CHECKING:
+    from dflash_doctor.fix.bench_step import BenchStep
 
 BACKUP_TAG = ".dflash-doctor-"
 BACKUP_SUFFIX = ".bak"
@@ -179,6 +182,7 @@ def apply_plan(
     *,
     stamp: str,
     health_timeout: float = 300.0,
+    bench: BenchStep | None = None,
 ) -> Outcome:
     if not plan.changes:
         return Outcome("unchanged", "nothing to change: the launch already has every fix")
@@ -186,6 +190,8 @@ def apply_plan(
         return Outcome(
             "failed", "no launch file to edit; start the server with: " + (plan.new_command or "?")
         )
+    if bench is not None and not (spec.offline or spec.recorded):
+        bench.before()  # before any change: a failure here changes nothing
     a = Applier(spec, transport, health_timeout)
     bak, old, mode = a.backup(plan.source, stamp)
     a.write(plan.source, plan.new_text.encode("utf-8"), mode)
@@ -214,6 +220,8 @@ def apply_plan(
                 mismatch = span_mismatch(new_facts)
                 if mismatch is not None:
                     failure = f"after the relaunch the served spans differ: {mismatch}"
+            if failure is None and bench is not None:
+                failure = bench.after()
     except DoctorError as e:
         failure = str(e)
     if failure is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.syntax import Syntax
@@ -21,6 +22,9 @@ from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.ssh import SSHOptions
 
+if TYPE_CHECKING:
+    from dflash_doctor.bench.matrix import BenchOptions
+
 
 def fix_host(
     spec: HostSpec,
@@ -31,6 +35,8 @@ def fix_host(
     roll_back: bool,
     stamp: str,
     health_timeout: float,
+    bench: BenchOptions | None = None,
+    bench_threshold: float = 0.05,
 ) -> int:
     console.rule(Text(f"{spec.name}  fix", style="bold"), align="left")
     try:
@@ -97,9 +103,24 @@ def fix_host(
             )
         if not apply:
             return EXIT_OK
+        step = None
+        if bench is not None and plan.changes and not (spec.offline or spec.recorded):
+            from dflash_doctor.fix.bench_step import BenchStep
+
+            step = BenchStep(spec, transport, facts, bench, threshold=bench_threshold)
         out = apply_plan(
-            write_spec, writer, plan, facts, stamp=stamp, health_timeout=health_timeout
+            write_spec,
+            writer,
+            plan,
+            facts,
+            stamp=stamp,
+            health_timeout=health_timeout,
+            bench=step,
         )
+        if step is not None and step.before_result is not None:
+            from dflash_doctor.render.bench import render_bench_pair
+
+            render_bench_pair(step.before_result, step.after_result, step.verdict, console)
         return _report(console, out.status, out.message, out.steps, out.log_tail)
     except (DoctorError, UnicodeDecodeError) as e:
         console.print(Text(f"error: {e}", style="bold red"))

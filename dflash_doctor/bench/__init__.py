@@ -1,0 +1,1 @@
+"""`dflash-doctor bench`: measure acceptance across the drafter's window on the live server."""

@@ -1,0 +1,116 @@
+"""Compare two bench sweeps (before and after a fix): keep the fix, or not (pure).
+
+Kept when the accept length beyond the drafter's window is not worse than before by more
+than `threshold` (default 5 %), and inside the window is unchanged within noise: the larger
+of `noise_floor` and twice the relative standard error of the cells' per-request accept
+lengths. Cells are paired by (context, concurrency, temperature); a cell that failed after
+the fix but not before fails the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+from dflash_doctor.facts.models import BenchCell, BenchResult
+
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_NOISE_FLOOR = 0.02
+
+
+class Verdict(BaseModel):
+    keep: bool
+    reason: str
+    window: int | None = None
+    beyond_before: float | None = None
+    beyond_after: float | None = None
+    inside_before: float | None = None
+    inside_after: float | None = None
+    inside_tolerance: float | None = None
+
+
+def _key(c: BenchCell) -> tuple[int, int, float]:
+    return (c.context, c.concurrency, c.temperature)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _rel_se(cells: list[BenchCell]) -> float:
+    """Relative standard error of the mean accept length over the cells' requests."""
+    values = [v for c in cells for v in c.accept_lengths]
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(var / len(values)) / mean if mean else 0.0
+
+
+def _pct(after: float, before: float) -> str:
+    return f"{(after / before - 1) * 100:+.1f} %"
+
+
+def compare(
+    before: BenchResult,
+    after: BenchResult,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
+) -> Verdict:
+    window = before.window
+    old = {_key(c): c for c in before.cells if c.accept_length is not None}
+    new = {_key(c): c for c in after.cells}
+    broken = [k for k in old if k not in new or new[k].accept_length is None]
+    if broken:
+        ctx, conc, temp = broken[0]
+        return Verdict(
+            keep=False,
+            window=window,
+            reason=f"after the fix the cell {ctx} tokens x {conc} at T={temp:g} gave no "
+            f"accept length ({new[broken[0]].error if broken[0] in new else 'not run'})",
+        )
+    if not old:
+        return Verdict(
+            keep=False, window=window, reason="the bench before the fix measured nothing"
+        )
+
+    def side(inside: bool) -> tuple[list[BenchCell], list[BenchCell]]:
+        keys = [k for k in old if (window is None or k[0] <= window) == inside]
+        return [old[k] for k in keys], [new[k] for k in keys]
+
+    verdict = Verdict(keep=True, reason="", window=window)
+    b_in, a_in = side(True)
+    b_out, a_out = side(False)
+    verdict.inside_before = _mean([c.accept_length or 0.0 for c in b_in])
+    verdict.inside_after = _mean([c.accept_length or 0.0 for c in a_in])
+    verdict.beyond_before = _mean([c.accept_length or 0.0 for c in b_out])
+    verdict.beyond_after = _mean([c.accept_length or 0.0 for c in a_out])
+    reasons = []
+    if verdict.beyond_before and verdict.beyond_after is not None:
+        change = verdict.beyond_after / verdict.beyond_before - 1
+        text = (
+            f"beyond the window accept length {verdict.beyond_before:.2f} -> "
+            f"{verdict.beyond_after:.2f} ({_pct(verdict.beyond_after, verdict.beyond_before)})"
+        )
+        if change < -threshold:
+            verdict.keep = False
+            reasons.append(f"{text}: worse by more than {threshold * 100:g} %")
+        else:
+            reasons.append(text)
+    if verdict.inside_before and verdict.inside_after is not None:
+        tolerance = max(noise_floor, 2 * math.hypot(_rel_se(b_in), _rel_se(a_in)))
+        verdict.inside_tolerance = tolerance
+        change = verdict.inside_after / verdict.inside_before - 1
+        text = (
+            f"inside the window {verdict.inside_before:.2f} -> {verdict.inside_after:.2f} "
+            f"({_pct(verdict.inside_after, verdict.inside_before)})"
+        )
+        if abs(change) > tolerance:
+            verdict.keep = False
+            reasons.append(f"{text}: changed beyond the noise (+-{tolerance * 100:.1f} %)")
+        else:
+            reasons.append(f"{text}: within noise (+-{tolerance * 100:.1f} %)")
+    verdict.reason = "; ".join(reasons)
+    return verdict

@@ -1,0 +1,147 @@
+"""The bench matrix (pure): which context lengths, concurrencies and temperatures to run.
+
+Defaults (issue 13): contexts 0.25x, 1x, 2x, 4x, 8x the smallest trained window of the
+drafter, capped by what the server accepts; concurrency 1, 4, 16, capped by its maximum
+running requests; greedy and the production temperature; a fixed number of output tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+
+from dflash_doctor.checks.views import context_length
+from dflash_doctor.errors import UsageError
+from dflash_doctor.facts.models import HostFacts
+
+WINDOW_MULTIPLES = (0.25, 1.0, 2.0, 4.0, 8.0)
+DEFAULT_CONCURRENCY = (1, 4, 16)
+DEFAULT_MAX_NEW_TOKENS = 128
+# A drafter without a sliding window has no window to straddle: centre on this length.
+NO_WINDOW_BASE = 4096
+DEFAULT_MAX_TOTAL_TOKENS = 4_000_000
+DEFAULT_SEED = "dflash-doctor"
+# SGLang's SamplingParams default temperature when a client sends none
+# (sampling/sampling_params.py:46 in 0.5.11).
+SGLANG_DEFAULT_TEMPERATURE = 1.0
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    contexts: list[int] | None = None
+    concurrency: list[int] | None = None
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float | None = None  # the production temperature (greedy always runs)
+    seed: str = DEFAULT_SEED
+    max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS
+    yes: bool = False  # load a server that serves traffic
+    request_timeout: float = 600.0
+
+
+@dataclass
+class Matrix:
+    contexts: list[int]
+    concurrency: list[int]
+    temperatures: list[float]
+    max_new_tokens: int
+    vocab: int
+    window: int | None
+    tokens_sent: int
+    notes: list[str] = field(default_factory=list)
+
+    def cells(self) -> list[tuple[int, int, float]]:
+        return [
+            (ctx, conc, temp)
+            for temp in self.temperatures
+            for conc in self.concurrency
+            for ctx in self.contexts
+        ]
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
+    notes: list[str] = []
+    runtime = facts.runtime.value
+    drafter = facts.drafter.value
+    window = drafter.effective_sliding_window if drafter is not None else None
+    # The longest prompt the server takes: its resolved context length and input limit.
+    limits = []
+    if runtime is not None:
+        limits += [x for x in (_int(runtime.arg("context_length")),) if x]
+        limit = _int(runtime.arg("max_req_input_len"))
+        if limit:
+            limits.append(limit + 1)
+    if not limits:
+        ctx, _ = context_length(facts)
+        if ctx:
+            limits.append(ctx)
+    cap = min(limits) - options.max_new_tokens - 1 if limits else None
+    if options.contexts:
+        contexts = sorted(set(options.contexts))
+    else:
+        base = window or NO_WINDOW_BASE
+        if window is None:
+            notes.append(f"the drafter has no sliding window: contexts around {base} tokens")
+        contexts = sorted({max(1, int(base * m)) for m in WINDOW_MULTIPLES})
+    if cap is not None:
+        if cap < 1:
+            raise UsageError(
+                f"--max-new-tokens {options.max_new_tokens} leaves no room for a prompt"
+            )
+        capped = sorted({min(c, cap) for c in contexts})
+        if capped != contexts:
+            notes.append(f"contexts capped at {cap} tokens (the server's context length)")
+        contexts = capped
+    max_running = None
+    if runtime is not None:
+        states = [
+            _int(s.get("effective_max_running_requests_per_dp")) for s in runtime.internal_states
+        ]
+        max_running = min([s for s in states if s] or [0]) or _int(
+            runtime.arg("max_running_requests")
+        )
+    if max_running is None and facts.launch.value is not None:
+        max_running = facts.launch.value.max_running_requests
+    concurrency = sorted(set(options.concurrency or DEFAULT_CONCURRENCY))
+    if max_running:
+        capped = sorted({min(c, max_running) for c in concurrency})
+        if capped != concurrency:
+            notes.append(f"concurrency capped at {max_running} (the server's max running requests)")
+        concurrency = capped
+    production = options.temperature
+    if production is None:
+        production = SGLANG_DEFAULT_TEMPERATURE
+        preferred = runtime.arg("preferred_sampling_params") if runtime is not None else None
+        if isinstance(preferred, str) and '"temperature"' in preferred:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                production = float(json.loads(preferred)["temperature"])
+    temperatures = sorted({0.0, float(production)})
+    vocab = None
+    if facts.target.value is not None:
+        vocab = facts.target.value.vocab_size
+    if vocab is None and drafter is not None:
+        vocab = drafter.vocab_size
+    if not vocab:
+        raise UsageError("vocabulary size unknown (no target or drafter config): give --target")
+    sent = sum(
+        conc * (ctx + options.max_new_tokens) for ctx in contexts for conc in concurrency
+    ) * len(temperatures)
+    if sent > options.max_total_tokens:
+        raise UsageError(
+            f"the bench would send {sent} tokens, over --max-total-tokens "
+            f"{options.max_total_tokens}: give fewer --contexts or --concurrency"
+        )
+    return Matrix(
+        contexts=contexts,
+        concurrency=concurrency,
+        temperatures=temperatures,
+        max_new_tokens=options.max_new_tokens,
+        vocab=vocab,
+        window=window,
+        tokens_sent=sent,
+        notes=notes,
+    )

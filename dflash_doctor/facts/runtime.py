@@ -1,0 +1,145 @@
+"""The live server's own answer over HTTP, asked on the host through the transport.
+
+The requests run on the host (`facts/server_http.py`, shipped and run with the host's
+`python3`), so this works over SSH against a server bound to 127.0.0.1 only. Never for a
+recorded or offline host: those have no server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from dflash_doctor.errors import FactError, validation_line
+from dflash_doctor.facts.models import LaunchArgs, MetricSample, ServerRuntime
+from dflash_doctor.shipped import script_source
+from dflash_doctor.transport.base import Transport
+
+DEFAULT_PORT = 30000  # ServerArgs.port default in every release 0.5.11..0.5.23
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# Where the server listens: a wildcard bind is reached on loopback.
+_WILDCARD = {"0.0.0.0", "::", "", "[::]"}
+
+
+def server_address(launch: LaunchArgs | None, health_url: str | None = None) -> tuple[str, int]:
+    """(host, port) to reach the server from its own machine."""
+    host, port = "127.0.0.1", DEFAULT_PORT
+    if health_url:
+        tail = health_url.split("//", 1)[-1].split("/", 1)[0]
+        if ":" in tail and tail.rsplit(":", 1)[1].isdigit():
+            port = int(tail.rsplit(":", 1)[1])
+    argv = launch.argv if launch is not None else []
+    for i, arg in enumerate(argv):
+        value = None
+        for flag in ("--port", "--host"):
+            if arg == flag and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif arg.startswith(flag + "="):
+                value = arg[len(flag) + 1 :]
+            if value is None:
+                continue
+            if flag == "--port" and value.isdigit() and 0 < int(value) < 65536:
+                port = int(value)
+            elif flag == "--host" and value not in _WILDCARD and _plain_host(value):
+                host = value
+            value = None
+            break
+    return host, port
+
+
+def _plain_host(value: str) -> bool:
+    # Host text never becomes anything but the host part of a URL the script builds.
+    return all(c.isalnum() or c in ".-:[]" for c in value) and len(value) < 256
+
+
+def ask_server(
+    transport: Transport,
+    address: tuple[str, int],
+    pid: int | None,
+    ops: list[dict[str, Any]],
+    *,
+    timeout: float = 30.0,
+    python: str = "python3",
+) -> list[dict[str, Any]]:
+    """Run the shipped HTTP client on the host; one answer per op (each may hold `error`)."""
+    request = {"host": address[0], "port": address[1], "pid": pid, "timeout": timeout, "ops": ops}
+    argv = [python, "-c", script_source("facts/server_http.py"), json.dumps(request)]
+    res = transport.run(argv, timeout=timeout * max(1, len(ops)) + 30)
+    if not res.ok:
+        lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise FactError(f"HTTP client on the host failed: {lines[-1] if lines else res.returncode}")
+    if len(res.stdout) > MAX_ANSWER_BYTES:
+        raise FactError("HTTP client on the host answered more than 64 MiB")
+    try:
+        answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        results = answer["results"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise FactError("HTTP client on the host gave no JSON answer") from None
+    if not isinstance(results, list) or len(results) != len(ops):
+        raise FactError("HTTP client on the host answered the wrong number of results")
+    return [r if isinstance(r, dict) else {"error": "malformed"} for r in results]
+
+
+def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> ServerRuntime:
+    """The typed fact from the `info` and `metrics` answers of the shipped client."""
+    if "error" in info:
+        raise FactError(str(info["error"]))
+    body = info.get("body")
+    if not isinstance(body, dict):
+        raise FactError("server info is not a JSON object")
+    states = body.get("internal_states")
+    states = [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+    args = {
+        k: v
+        for k, v in body.items()
+        if k not in ("internal_states", "version")
+        and (v is None or isinstance(v, str | int | float | bool))
+    }
+    samples: dict[str, list[MetricSample]] | None = None
+    if "samples" in metrics and isinstance(metrics["samples"], dict):
+        samples = {}
+        for name, rows in metrics["samples"].items():
+            if isinstance(rows, list):
+                samples[str(name)] = [
+                    MetricSample(
+                        labels={str(k): str(v) for k, v in (r.get("labels") or {}).items()},
+                        value=float(r.get("value", 0.0)),
+                    )
+                    for r in rows
+                    if isinstance(r, dict)
+                ]
+    try:
+        return ServerRuntime(
+            url=url,
+            endpoint=str(info.get("endpoint")),
+            version=str(body["version"]) if body.get("version") is not None else None,
+            args=args,
+            internal_states=[_flat(s) for s in states],
+            metrics=samples,
+            metrics_error=str(metrics["error"]) if "error" in metrics else None,
+        )
+    except ValidationError as e:
+        raise FactError(f"server info: {validation_line(e)}") from None
+
+
+def _flat(state: dict[str, Any]) -> dict[str, object]:
+    """Scalars and the memory figures of one internal state; nothing nested deeper."""
+    out: dict[str, object] = {
+        k: v for k, v in state.items() if v is None or isinstance(v, str | int | float | bool)
+    }
+    memory = state.get("memory_usage")
+    if isinstance(memory, dict):
+        out["memory_usage"] = {
+            str(k): v for k, v in memory.items() if isinstance(v, int | float | str | None)
+        }
+    return out
+
+
+def read_runtime(
+    transport: Transport, launch: LaunchArgs | None, pid: int | None, health_url: str | None
+) -> ServerRuntime:
+    address = server_address(launch, health_url)
+    info, metrics = ask_server(transport, address, pid, [{"op": "info"}, {"op": "metrics"}])
+    return parse_runtime(info, metrics, f"http://{address[0]}:{address[1]}")

@@ -1,0 +1,269 @@
+"""Ask a live SGLang server over its HTTP API, from the host itself (stdlib only).
+
+Shipped to the host and run as `python3 -c SOURCE REQUEST_JSON` through the transport,
+so the requests go to 127.0.0.1:PORT on the host (over SSH too) and nothing but this
+script's JSON answer travels back. It imports nothing from dflash_doctor.
+
+The API key never crosses the transport: the script reads it on the host from the
+server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-api-key`)
+and sends it as `Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`,
+0.5.11 auth.py:103; /health and /metrics need no key, auth.py:100). Every key whose name
+looks secret is dropped from what the server answers, and the key's own text is replaced
+by `***` wherever it appears in the output.
+
+Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
+- info: GET /server_info, else /get_server_info (both served 0.5.11..0.5.23:
+  entrypoints/http_server.py 0.5.11:621,631 ... 0.5.23:853,863);
+- metrics: GET /metrics, the `sglang:*` samples (only when --enable-metrics);
+- load: GET /v1/loads?include=core (entrypoints/v1_loads.py 0.5.11:134, 0.5.23:96);
+- flush: POST /flush_cache (http_server.py 0.5.11:762 ... 0.5.23:1025);
+- cell: `concurrency` concurrent POST /generate with `input_ids` drawn with a seeded
+  generator over [0, vocab), `ignore_eos` and a fixed `max_new_tokens`; per request the
+  `meta_info` fields SGLang sets (tokenizer_manager.py 0.5.11:2102-2110, 0.5.23:3164-3172).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+MAX_BODY = 32 * 1024 * 1024
+MAX_METRIC_SAMPLES = 5000
+SECRET_KEY = re.compile(
+    # As dflash_doctor/redact.py: "token" only as a whole word (hf_token), never *_tokens.
+    r"(api[-_]?key|secret|passw|credential|private[-_]?key"
+    r"|(?<![A-Za-z])token(?![A-Za-z_])|(?<![A-Za-z])auth(?![A-Za-z]))",
+    re.IGNORECASE,
+)
+META_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "spec_accept_length",
+    "spec_accept_rate",
+    "spec_verify_ct",
+    "e2e_latency",
+)
+_PROM = re.compile(r"^(sglang:[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def api_keys(pid: int | None) -> tuple[str | None, str | None]:
+    """(api_key, admin_api_key) from the server's command line on this host."""
+    if pid is None:
+        return None, None
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read(1 << 20).split(b"\0")]
+    except OSError:
+        return None, None
+    found: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        for flag in ("--api-key", "--admin-api-key"):
+            if arg == flag and i + 1 < len(argv):
+                found[flag] = argv[i + 1]
+            elif arg.startswith(flag + "="):
+                found[flag] = arg[len(flag) + 1 :]
+    return found.get("--api-key"), found.get("--admin-api-key")
+
+
+class Client:
+    def __init__(self, req: dict[str, Any]) -> None:
+        self.base = f"http://{req.get('host') or '127.0.0.1'}:{int(req['port'])}"
+        self.timeout = float(req.get("timeout") or 30)
+        self.key, self.admin_key = api_keys(req.get("pid"))
+
+    def call(
+        self, method: str, path: str, body: Any = None, admin: bool = False
+    ) -> tuple[int, bytes]:
+        data = None if body is None else json.dumps(body).encode()
+        r = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            r.add_header("Content-Type", "application/json")
+        key = (self.admin_key or self.key) if admin else self.key
+        if key:
+            r.add_header("Authorization", "Bearer " + key)
+        try:
+            with urllib.request.urlopen(r, timeout=self.timeout) as resp:
+                return resp.status, resp.read(MAX_BODY)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(65536)
+
+
+def scrub(value: Any, depth: int = 0) -> Any:
+    """Drop every secret-looking key; bound the nesting."""
+    if depth > 12:
+        return None
+    if isinstance(value, dict):
+        return {
+            str(k): scrub(v, depth + 1)
+            for k, v in value.items()
+            if not SECRET_KEY.search(str(k)) or v in (None, "", False)
+        }
+    if isinstance(value, list):
+        return [scrub(v, depth + 1) for v in value[:1000]]
+    return value
+
+
+def short(data: bytes) -> str:
+    return data[:300].decode("utf-8", "replace").strip()
+
+
+def op_info(c: Client) -> dict[str, Any]:
+    tried = []
+    for path in ("/server_info", "/get_server_info"):
+        status, data = c.call("GET", path)
+        if status == 200:
+            try:
+                body = json.loads(data)
+            except ValueError:
+                return {"error": f"{path}: not JSON"}
+            if not isinstance(body, dict):
+                return {"error": f"{path}: not a JSON object"}
+            return {"endpoint": path, "body": scrub(body)}
+        tried.append(f"{path}: HTTP {status} {short(data)}")
+    return {"error": "; ".join(tried)}
+
+
+def parse_prometheus(text: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    count = 0
+    for line in text.splitlines():
+        m = _PROM.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if value != value or value in (float("inf"), float("-inf")):
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        out.setdefault(m.group(1), []).append({"labels": scrub(labels), "value": value})
+        count += 1
+        if count >= MAX_METRIC_SAMPLES:
+            break
+    return out
+
+
+def op_metrics(c: Client) -> dict[str, Any]:
+    status, data = c.call("GET", "/metrics")
+    if status != 200:
+        return {"error": f"/metrics: HTTP {status} (metrics off: --enable-metrics)"}
+    return {"samples": parse_prometheus(data.decode("utf-8", "replace"))}
+
+
+def op_load(c: Client) -> dict[str, Any]:
+    status, data = c.call("GET", "/v1/loads?include=core")
+    if status != 200:
+        return {"error": f"/v1/loads: HTTP {status} {short(data)}"}
+    try:
+        loads = json.loads(data).get("loads") or []
+        running = sum(int(x.get("num_running_reqs", 0)) for x in loads)
+        waiting = sum(int(x.get("num_waiting_reqs", 0)) for x in loads)
+    except (ValueError, AttributeError, TypeError):
+        return {"error": "/v1/loads: unexpected answer"}
+    return {"running": running, "waiting": waiting}
+
+
+def op_flush(c: Client) -> dict[str, Any]:
+    status, data = c.call("POST", "/flush_cache", admin=True)
+    if status != 200:
+        return {"error": f"/flush_cache: HTTP {status} {short(data)}"}
+    return {"flushed": True}
+
+
+def prompt(seed: str, index: int, length: int, vocab: int) -> list[int]:
+    # A string seed is hashed (random.seed version 2): the same ids on every Python 3.
+    rng = random.Random(f"{seed}/{index}")
+    return [rng.randrange(vocab) for _ in range(length)]
+
+
+def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
+    n = int(cell["concurrency"])
+    bodies = [
+        {
+            "input_ids": prompt(str(cell["seed"]), i, int(cell["context"]), int(cell["vocab"])),
+            "sampling_params": {
+                "max_new_tokens": int(cell["max_new_tokens"]),
+                "temperature": float(cell["temperature"]),
+                "ignore_eos": True,
+            },
+        }
+        for i in range(n)
+    ]
+    results: list[dict[str, Any]] = [{} for _ in range(n)]
+    barrier = threading.Barrier(n)
+
+    def one(i: int) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=c.timeout)
+        start = time.monotonic()
+        try:
+            status, data = c.call("POST", "/generate", bodies[i])
+        except OSError as e:
+            results[i] = {"error": f"/generate: {e}"}
+            return
+        latency = time.monotonic() - start
+        if status != 200:
+            results[i] = {"error": f"/generate: HTTP {status} {short(data)}"}
+            return
+        try:
+            meta = json.loads(data).get("meta_info") or {}
+        except (ValueError, AttributeError):
+            results[i] = {"error": "/generate: not JSON"}
+            return
+        row: dict[str, Any] = {"latency_s": latency}
+        for key in META_KEYS:
+            if isinstance(meta.get(key), (int, float)):
+                row[key] = meta[key]
+        results[i] = row
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"wall_s": time.monotonic() - start, "requests": results}
+
+
+def main() -> int:
+    req = json.loads(sys.argv[1])
+    c = Client(req)
+    out = []
+    for op in req.get("ops") or []:
+        kind = op.get("op")
+        try:
+            if kind == "info":
+                out.append(op_info(c))
+            elif kind == "metrics":
+                out.append(op_metrics(c))
+            elif kind == "load":
+                out.append(op_load(c))
+            elif kind == "flush":
+                out.append(op_flush(c))
+            elif kind == "cell":
+                out.append(op_cell(c, op))
+            else:
+                out.append({"error": f"unknown op {kind!r}"})
+        except OSError as e:
+            reason = getattr(e, "reason", None) or e
+            out.append({"error": f"{c.base}: {reason}"})
+    text = json.dumps({"results": out})
+    for secret in (c.key, c.admin_key):
+        if secret:
+            text = text.replace(secret, "***")
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

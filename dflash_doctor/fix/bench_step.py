@@ -1,0 +1,59 @@
+"""`fix --apply --bench`: measure before and after the relaunch; keep the fix only if it helps.
+
+`apply_plan` calls `before()` ahead of any change (a failure there changes nothing) and
+`after()` once the relaunched server is healthy and re-checked; a reason from `after()`
+is a failed fix, which apply_plan rolls back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dflash_doctor.bench.compare import DEFAULT_THRESHOLD, Verdict, compare
+from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
+from dflash_doctor.bench.run import run_matrix
+from dflash_doctor.facts.models import BenchResult, HostFacts
+from dflash_doctor.gather import Gatherer
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.transport.base import Transport
+
+
+@dataclass
+class BenchStep:
+    spec: HostSpec
+    transport: Transport
+    facts: HostFacts
+    options: BenchOptions
+    threshold: float = DEFAULT_THRESHOLD
+    matrix: Matrix | None = None
+    before_result: BenchResult | None = None
+    after_result: BenchResult | None = None
+    verdict: Verdict | None = None
+    steps: list[str] = field(default_factory=list)
+
+    def _run(self, facts: HostFacts, pid: int | None) -> BenchResult:
+        if self.matrix is None:
+            self.matrix = plan_matrix(facts, self.options)
+        return run_matrix(self.transport, facts, self.matrix, self.options, pid)
+
+    def before(self) -> None:
+        gatherer = Gatherer(self.spec, self.transport)
+        facts = gatherer.gather()
+        self.before_result = self._run(facts, gatherer.pid)
+        self.steps.append(f"bench before: {len(self.before_result.cells)} cells")
+
+    def after(self) -> str | None:
+        """None when the fix is kept; else why not."""
+        assert self.before_result is not None
+        gatherer = Gatherer(self.spec.model_copy(update={"pid": None}), self.transport)
+        facts = gatherer.gather()
+        # The server was just relaunched by us: its only traffic could be ours.
+        options = self.options
+        self.after_result = run_matrix(
+            self.transport, facts, self.matrix or plan_matrix(facts, options), options, gatherer.pid
+        )
+        self.steps.append(f"bench after: {len(self.after_result.cells)} cells")
+        self.verdict = compare(self.before_result, self.after_result, threshold=self.threshold)
+        if self.verdict.keep:
+            return None
+        return f"bench: {self.verdict.reason}"
