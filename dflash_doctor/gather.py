@@ -42,7 +42,7 @@ from dflash_doctor.facts.models import (
     SGLangCode,
     TargetConfig,
 )
-from dflash_doctor.facts.runtime import read_runtime
+from dflash_doctor.facts.runtime import read_runtime, server_address
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.hosts import HostSpec
@@ -121,13 +121,38 @@ class Gatherer:
     def find_server(self) -> int | None:
         if self.spec.pid is not None:
             return self.spec.pid
+        servers: list[tuple[int, bytes]] = []
         for pid in self._candidate_pids():
             try:
-                if self._is_server(self._read_cmdline(pid)):
-                    return pid
+                cmdline = self._read_cmdline(pid)
             except DoctorError:
                 continue  # processes come and go while we look
-        return None
+            if self._is_server(cmdline):
+                servers.append((pid, cmdline))
+        if len(servers) > 1:
+            # Several SGLang servers on one host: the one on the launch file's port.
+            port = self._launch_file_port()
+            for pid, cmdline in servers:
+                try:
+                    args = parse_cmdline(cmdline, source=f"process {pid}")
+                except (FactError, ValidationError):
+                    continue
+                if port is not None and server_address(args)[1] == port:
+                    return pid
+        return servers[0][0] if servers else None
+
+    def _launch_file_port(self) -> int | None:
+        path = self.spec.launch_file
+        if not path:
+            return None
+        try:
+            data = self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
+            launch = parse_launch_file(
+                data, source=path, path=path, service=self.spec.compose_service
+            )
+        except (DoctorError, ValidationError):
+            return None
+        return server_address(launch)[1]
 
     def _read_environ(self, pid: int) -> None:
         try:
@@ -561,6 +586,10 @@ class Gatherer:
             "server HTTP API",
             lambda: read_runtime(self.t, launch, self.pid, self.spec.health_url),
         )
+        running = facts.runtime.value.version if facts.runtime.value is not None else None
+        if running and parse_version(running) is not None:
+            # The running server's own answer beats a declaration or an installed package.
+            facts.sglang_version = Fact[str].of(running, source="/server_info version")
         path = self.spec.launch_file
         if path and launch is not None and launch.kind == "process":
             facts.launch_file = _attempt(

@@ -17,6 +17,7 @@ from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.gather import Gatherer, gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
+from dflash_doctor.redact import redact_text
 from dflash_doctor.report import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
@@ -137,5 +138,5 @@ def _report(console: Console, status: str, message: str, steps: list[str], tail:
     if tail:
         console.print(Text("last server log lines:", style="bold"))
         for line in tail:
-            console.print(line, markup=False, highlight=False)
+            console.print(redact_text(line), markup=False, highlight=False)
     return EXIT_OK if ok else EXIT_FIX_FAILED

@@ -1,0 +1,466 @@
+"""`bench`, `fix --apply --bench`, `check --bench` and the runtime facts, end to end over the
+real sshd against the stand-in server (fixtures/fake_sglang), plus the pure parts.
+
+SGLang facts the stand-in and the tool rely on (each cited in the code that uses it):
+/server_info and /get_server_info in every release (srt/entrypoints/http_server.py
+0.5.11:621,631; 0.5.23:853,863), /flush_cache (0.5.11:762; 0.5.23:1025), `meta_info`
+`spec_accept_length` = completion_tokens / spec_verify_ct (managers/tokenizer_manager.py
+0.5.11:2104-2110; 0.5.23:3166-3172), `sglang:num_running_reqs` (observability/
+metrics_collector.py 0.5.11:201; 0.5.23:365), Bearer auth with /health and /metrics open
+(utils/auth.py 0.5.11:100,103).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dflash_doctor.bench.compare import compare
+from dflash_doctor.bench.matrix import BenchOptions, plan_matrix
+from dflash_doctor.errors import UsageError
+from dflash_doctor.facts.models import (
+    BenchCell,
+    BenchRequest,
+    BenchResult,
+    Fact,
+    ServerRuntime,
+)
+from dflash_doctor.facts.runtime import parse_runtime, server_address
+from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
+from fixtures.sshd import free_port
+from tests.conftest import DEMO_HOST, REPO, drafter_cfg, host_facts, launch, target_cfg
+
+FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
+SECRET = "sk-bench-fixture-secret-0123456789"
+SMALL = ["--bench-contexts", "512,16384", "--bench-concurrency", "1,2"]
+SMALL += ["--bench-max-new-tokens", "32"]
+
+
+# -- pure parts -------------------------------------------------------------------------------
+
+
+def runtime(**args: object) -> ServerRuntime:
+    return ServerRuntime(url="http://127.0.0.1:30000", endpoint="/server_info", args=args)
+
+
+def test_default_matrix_straddles_the_window_and_is_capped() -> None:
+    facts = host_facts(drafter=drafter_cfg(), target=target_cfg(), launch_args=launch())
+    facts.runtime = Fact.of(
+        runtime(context_length=8192, max_req_input_len=8191, max_running_requests=8)
+    )
+    m = plan_matrix(facts, BenchOptions(max_new_tokens=64))
+    # 0.25x..8x of the 2048 window, capped at 8192 - 64 - 1
+    assert m.contexts == [512, 2048, 4096, 8127]
+    assert m.concurrency == [1, 4, 8]  # 16 capped by max running requests
+    assert m.temperatures == [0.0, 1.0]  # greedy and SGLang's default temperature
+    assert m.vocab == 163840 and m.window == 2048
+    assert m.tokens_sent == sum(c * (x + 64) for x in m.contexts for c in m.concurrency) * 2
+
+
+def test_matrix_refuses_sweeps_over_the_token_bound() -> None:
+    facts = host_facts(drafter=drafter_cfg(), target=target_cfg(), launch_args=launch())
+    with pytest.raises(UsageError, match="over --max-total-tokens"):
+        plan_matrix(facts, BenchOptions(max_total_tokens=10_000))
+
+
+def test_prompts_are_seeded_random_ids_over_the_vocabulary() -> None:
+    a = prompt("s/512", 0, 512, 1000)
+    assert a == prompt("s/512", 0, 512, 1000) and a != prompt("s/512", 1, 512, 1000)
+    assert all(0 <= i < 1000 for i in a) and len(set(a)) > 300  # no repeated short text
+
+
+def cell(ctx: int, length: float, temp: float = 0.0) -> BenchCell:
+    verify = round(64 / length)
+    reqs = [
+        BenchRequest(completion_tokens=64, spec_verify_ct=verify, spec_accept_length=64 / verify)
+    ]
+    return BenchCell(context=ctx, concurrency=1, temperature=temp, max_new_tokens=64, requests=reqs)
+
+
+def sweep(lengths: dict[int, float]) -> BenchResult:
+    return BenchResult(
+        host="h",
+        window=2048,
+        seed="s",
+        vocab=10,
+        contexts=sorted(lengths),
+        concurrency=[1],
+        temperatures=[0.0],
+        max_new_tokens=64,
+        cells=[cell(c, v) for c, v in lengths.items()],
+    )
+
+
+def test_compare_keeps_a_fix_that_helps_beyond_the_window() -> None:
+    v = compare(sweep({512: 4.0, 8192: 2.0}), sweep({512: 4.0, 8192: 4.0}))
+    assert v.keep and "within noise" in v.reason
+
+
+def test_compare_rejects_a_loss_beyond_the_window_over_the_threshold() -> None:
+    v = compare(sweep({512: 4.0, 8192: 4.0}), sweep({512: 4.0, 8192: 3.5}))
+    assert not v.keep and "worse by more than 5 %" in v.reason
+    assert compare(sweep({512: 4.0, 8192: 4.0}), sweep({512: 4.0, 8192: 3.9})).keep
+
+
+def test_compare_rejects_a_change_inside_the_window() -> None:
+    v = compare(sweep({512: 4.0, 8192: 2.0}), sweep({512: 3.0, 8192: 4.0}))
+    assert not v.keep and "changed beyond the noise" in v.reason
+
+
+def test_prometheus_samples_and_scrubbed_server_info() -> None:
+    text = (
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m",engine_type="unified"} 3.0\n'
+        'sglang:spec_accept_length{model_name="m"} 3.25\nother_metric 1\n'
+        "sglang:bad NaN\n"
+    )
+    samples = parse_prometheus(text)
+    assert samples["sglang:num_running_reqs"][0] == {
+        "labels": {"model_name": "m", "engine_type": "unified"},
+        "value": 3.0,
+    }
+    assert set(samples) == {"sglang:num_running_reqs", "sglang:spec_accept_length"}
+    body = scrub({"api_key": SECRET, "admin_api_key": None, "hf_token": "x", "max_new_tokens": 5})
+    assert body == {"admin_api_key": None, "max_new_tokens": 5}
+    rt = parse_runtime(
+        {
+            "endpoint": "/server_info",
+            "body": {
+                "context_length": 4096,
+                "version": "0.5.14",
+                "internal_states": [
+                    {"avg_spec_accept_length": 3.5, "memory_usage": {"kvcache": 4.0}}
+                ],
+            },
+        },
+        {"samples": samples},
+        "http://127.0.0.1:1",
+    )
+    assert rt.version == "0.5.14" and rt.arg("context_length") == 4096
+    assert rt.avg_spec_accept_length == 3.5 and rt.metric("sglang:num_running_reqs") == 3.0
+    assert rt.internal_states[0]["memory_usage"] == {"kvcache": 4.0}
+
+
+def test_server_address_from_the_launch() -> None:
+    assert server_address(launch("--port", "31000", "--host", "0.0.0.0")) == ("127.0.0.1", 31000)
+    assert server_address(launch("--port=31001", "--host=10.0.0.5")) == ("10.0.0.5", 31001)
+    assert server_address(None, "http://127.0.0.1:8080/health") == ("127.0.0.1", 8080)
+
+
+def test_api_key_is_read_from_the_process_not_the_command_line(tmp_path: Path) -> None:
+    from dflash_doctor.facts.server_http import api_keys
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-key", SECRET])
+    try:
+        time.sleep(0.2)
+        assert api_keys(p.pid) == (SECRET, None)
+    finally:
+        p.kill()
+        p.wait()
+
+
+# -- live: the stand-in over the real sshd ------------------------------------------------------
+
+
+def healthy(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+        return True
+    except OSError:
+        return False
+
+
+def pids_on(port: int) -> list[int]:
+    """The stand-in processes this test started: their command line names the port."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"sglang.launch_server" in argv and str(port).encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
+    port = free_port()
+    models = tmp_path / "models"
+    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
+    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
+    (models / "target").mkdir()
+    shutil.copy(target, models / "target/config.json")
+    script = tmp_path / "serve.sh"
+    log = tmp_path / "server.log"
+
+    def command(version: str, *extra: str) -> list[str]:
+        site = tmp_path / f"site-{version}"
+        if not site.exists():
+            shutil.copytree(FAKE_SGLANG, site)
+            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
+        return [
+            sys.executable,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            str(models / "target"),
+            "--speculative-algorithm",
+            "DFLASH",
+            "--speculative-draft-model-path",
+            str(models / "drafter"),
+            "--max-running-requests",
+            "8",
+            "--api-key",
+            SECRET,
+            "--enable-metrics",
+            "--port",
+            str(port),
+            *extra,
+        ]
+
+    def write(version: str, env: str = "", context: int = 131072) -> None:
+        argv = command(version, "--context-length", str(context))
+        site = tmp_path / f"site-{version}"
+        script.write_text(
+            "#!/usr/bin/env bash\n# stand-in DFlash server\n"
+            f"export PYTHONPATH={site}\n{env}exec " + " \\\n  ".join(argv) + "\n"
+        )
+        script.chmod(0o755)
+
+    def start(manual: list[str] | None = None, version: str = "0.5.23") -> None:
+        """Start from the script, or by hand with `manual` flags (not from the script)."""
+        if manual is None:
+            subprocess.run(
+                ["sh", "-c", 'setsid nohup "$0" >>"$1" 2>&1 </dev/null &', str(script), str(log)],
+                check=True,
+            )
+        else:
+            full = {**os.environ, "PYTHONPATH": str(tmp_path / f"site-{version}")}
+            with open(log, "ab") as out:
+                subprocess.Popen(
+                    command(version, *manual),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=full,
+                )
+        deadline = time.monotonic() + 20
+        while not healthy(port):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "hosts": {
+                    "gpu-live": {
+                        "address": sshd.address,
+                        "identity_file": str(sshd.client_key),
+                        "launch_file": str(script),
+                        "log_path": str(log),
+                    }
+                }
+            }
+        )
+    )
+    ssh = ["--known-hosts", str(sshd.known_hosts), "--ssh-config", "/dev/null"]
+
+    def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dflash_doctor", *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "250"},
+        )
+
+    yield {
+        "port": port,
+        "script": script,
+        "log": log,
+        "write": write,
+        "start": start,
+        "doctor": doctor,
+        "inventory": str(inventory),
+        "ssh": ssh,
+        "sshd": sshd,
+    }
+    for pid in pids_on(port):
+        os.kill(pid, signal.SIGKILL)
+
+
+def window_now(port: int) -> object:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/server_info")
+    req.add_header("Authorization", f"Bearer {SECRET}")
+    with urllib.request.urlopen(req, timeout=2) as r:
+        info = json.loads(r.read())
+    return info.get(
+        "speculative_dflash_draft_window_size", info.get("speculative_draft_window_size")
+    )
+
+
+def test_bench_sweep_over_ssh(stand_in, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    stand_in["write"]("0.5.11")
+    stand_in["start"]()
+    pid = pids_on(stand_in["port"])[0]
+    sshd = stand_in["sshd"]
+    p = stand_in["doctor"](
+        "bench",
+        sshd.address,
+        "-i",
+        str(sshd.client_key),
+        *stand_in["ssh"],
+        "--pid",
+        str(pid),
+        "--launch",
+        str(stand_in["script"]),
+        "--contexts",
+        "512,2048,8192,16384",
+        "--concurrency",
+        "1,16",
+        "--max-new-tokens",
+        "32",
+        "--format",
+        "json",
+        "--output",
+        str(tmp_path / "bench.json"),
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert SECRET not in p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    assert doc == json.loads((tmp_path / "bench.json").read_text())
+    assert doc["schema"] == "dflash-doctor-bench/1" and doc["sglang_version"] == "0.5.11"
+    assert doc["concurrency"] == [1, 8]  # 16 capped by --max-running-requests 8
+    assert len(doc["cells"]) == 4 * 2 * 2 and not any(c["errors"] for c in doc["cells"])
+    greedy = {
+        c["context"]: c["accept_length"]
+        for c in doc["cells"]
+        if c["concurrency"] == 1 and c["temperature"] == 0
+    }
+    # 0.5.11 serves the sliding layers over the whole context: acceptance falls past 2048.
+    assert greedy[512] > 4 and greedy[16384] < greedy[8192] < greedy[2048] - 1
+    row = doc["cells"][0]["per_request"][0]
+    assert row["completion_tokens"] == 32 and row["spec_verify_ct"] >= 1
+    assert row["prompt_tokens"] == 512
+    # flushed between cells
+    assert stand_in["log"].read_text().count("Cache flushed successfully!") == 16
+
+
+def test_bench_refuses_a_server_under_traffic(stand_in) -> None:  # type: ignore[no-untyped-def]
+    stand_in["write"]("0.5.23", "export FAKE_SGLANG_BUSY=3\n")
+    stand_in["start"]()
+    sshd = stand_in["sshd"]
+    p = stand_in["doctor"](
+        "bench", sshd.address, "-i", str(sshd.client_key), *stand_in["ssh"], "--pid",
+        str(pids_on(stand_in["port"])[0]), "--launch", str(stand_in["script"]),
+    )  # fmt: skip
+    assert p.returncode == 2 and "serving traffic (3 running or queued" in p.stderr
+    assert "Cache flushed" not in stand_in["log"].read_text()
+
+
+def test_fix_apply_bench_keeps_a_fix_that_helps(stand_in) -> None:  # type: ignore[no-untyped-def]
+    # 0.5.11 ignores layer_types: a draft window restores the sliding layers' trained span.
+    stand_in["write"]("0.5.11")
+    stand_in["start"]()
+    p = stand_in["doctor"](
+        "fix", "-I", stand_in["inventory"], *stand_in["ssh"], "--health-timeout", "15",
+        "--apply", "--yes", "--bench", *SMALL,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "before the fix" in p.stdout and "after the fix" in p.stdout
+    assert "bench: kept: beyond the window accept length" in p.stdout
+    assert "applied to" in p.stdout
+    assert window_now(stand_in["port"]) == 2048
+    assert SECRET not in p.stdout + p.stderr
+
+
+def test_fix_apply_bench_rolls_back_a_fix_that_hurts(stand_in) -> None:  # type: ignore[no-untyped-def]
+    # The drafter's config says sliding_attention, but it was trained with full attention
+    # (the stand-in's FAKE_SGLANG_TRAINED_SPANS=full): the window now only cuts context off.
+    stand_in["write"]("0.5.11", "export FAKE_SGLANG_TRAINED_SPANS=full\n")
+    original = stand_in["script"].read_bytes()
+    stand_in["start"]()
+    p = stand_in["doctor"](
+        "fix", "-I", stand_in["inventory"], *stand_in["ssh"], "--health-timeout", "15",
+        "--apply", "--yes", "--bench", *SMALL,
+    )  # fmt: skip
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "bench: not kept" in p.stdout and "worse by more than 5 %" in p.stdout
+    assert "rolled back" in p.stdout
+    assert stand_in["script"].read_bytes() == original
+    assert healthy(stand_in["port"]) and window_now(stand_in["port"]) is None
+    assert "last server log lines" in p.stdout and SECRET not in p.stdout + p.stderr
+
+
+def test_check_reports_a_launch_file_that_is_not_what_runs(stand_in) -> None:  # type: ignore[no-untyped-def]
+    # The file says 131072, but the server was started by hand with 65536 and a window.
+    stand_in["write"]("0.5.23")
+    stand_in["start"](["--context-length", "65536", "--speculative-draft-window-size", "4096"])
+    p = stand_in["doctor"](
+        "check", "-I", stand_in["inventory"], *stand_in["ssh"], "--format", "json",
+        "--bench", *SMALL,
+    )  # fmt: skip
+    assert SECRET not in p.stdout + p.stderr
+    report = json.loads(p.stdout)
+    (host,) = report["hosts"]
+    results = {r["check_id"]: r for r in host["results"]}
+    (finding,) = results["DFD141"]["findings"]
+    assert (
+        "context_length" in finding["title"] and "speculative_draft_window_size" in finding["title"]
+    )
+    texts = [e["text"] for e in finding["evidence"]]
+    assert "--context-length 131072" in texts
+    assert "server answers context_length=65536" in texts
+    assert "server answers speculative_draft_window_size=4096" in texts
+    assert host["facts"]["runtime"]["value"]["version"] == "0.5.23"
+    bench = host["facts"]["bench"]["value"]
+    assert bench["contexts"] == [512, 16384] and len(bench["cells"]) == 8
+    # The window checks carry the measured curve (the 4096 window clamps the full layer).
+    window_findings = [
+        f
+        for cid in ("DFD101", "DFD102", "DFD103", "DFD104", "DFD108")
+        for f in results.get(cid, {}).get("findings", [])
+    ]
+    assert window_findings
+    for f in window_findings:
+        assert any(e["text"].startswith("bench on the live server") for e in f["evidence"])
+
+
+def test_bench_evidence_goes_to_the_window_findings_only() -> None:
+    from dflash_doctor.bench.evidence import attach_bench_evidence
+    from dflash_doctor.runner import run_checks
+
+    facts = host_facts(drafter=drafter_cfg(), launch_args=launch(), version="0.5.11")
+    facts.bench = Fact.of(sweep({1024: 4.0, 16384: 2.0}))
+    results = run_checks(facts)
+    attach_bench_evidence(facts, results)
+    tagged = {
+        r.check_id
+        for r in results
+        for f in r.findings
+        if any(e.text.startswith("bench on the live server") for e in f.evidence)
+    }
+    window_ids = {
+        r.check_id for r in results if r.findings and r.check_id in ("DFD101", "DFD103", "DFD108")
+    }
+    assert window_ids and tagged == window_ids
+    finding = next(f for r in results if r.check_id in tagged for f in r.findings)
+    assert "accept length 4.0 at 1k, 2.0 at 16k" in finding.evidence[-1].text
+    assert finding.impact["bench_accept_length_beyond_window"] == 2.0
