@@ -464,3 +464,77 @@ def test_bench_evidence_goes_to_the_window_findings_only() -> None:
     finding = next(f for r in results if r.check_id in tagged for f in r.findings)
     assert "accept length 4.0 at 1k, 2.0 at 16k" in finding.evidence[-1].text
     assert finding.impact["bench_accept_length_beyond_window"] == 2.0
+
+
+def test_hostile_server_answers_become_one_line(tmp_path: Path) -> None:
+    """Deeply nested, non-JSON and wrong-typed answers: a missing fact, never a traceback."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dflash_doctor.errors import FactError
+    from dflash_doctor.facts.runtime import ask_server
+    from dflash_doctor.transport.local import LocalTransport
+
+    answers = {
+        "/server_info": b"[" * 100_000 + b"]" * 100_000,
+        "/get_server_info": b"\xff\xfe not json",
+        "/metrics": b'sglang:x{a="1"} notanumber\nsglang:y 1e999\n',
+    }
+
+    class Hostile(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = answers.get(self.path, b"")
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *a: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = ("127.0.0.1", server.server_address[1])
+        info, metrics = ask_server(
+            LocalTransport(), address, None, [{"op": "info"}, {"op": "metrics"}], timeout=10
+        )
+        assert "unreadable answer" in info["error"] or "not JSON" in info["error"]
+        assert metrics == {"samples": {}}  # NaN, inf and non-numbers dropped
+        with pytest.raises(FactError):
+            parse_runtime(info, metrics, "http://x")
+        rt = parse_runtime(
+            {"endpoint": "/server_info", "body": {"internal_states": "x", "a": {"b": 1}}},
+            {"samples": {"m": [{"labels": [], "value": "x"}]}},
+            "http://x",
+        )
+        assert rt.args == {} and rt.metrics is None and rt.metrics_error
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_compare_noise_comes_from_the_spread_inside_cells() -> None:
+    def noisy(ctx: int, values: list[float]) -> BenchCell:
+        reqs = [
+            BenchRequest(
+                completion_tokens=1000, spec_verify_ct=round(1000 / v), spec_accept_length=v
+            )
+            for v in values
+        ]
+        return BenchCell(
+            context=ctx, concurrency=4, temperature=0, max_new_tokens=60, requests=reqs
+        )
+
+    def result(*cells: BenchCell) -> BenchResult:
+        return sweep({}).model_copy(update={"cells": list(cells), "concurrency": [4]})
+
+    # Cells far apart from each other, tight inside: a 3 % change inside is beyond the noise.
+    before = result(noisy(512, [4.0, 4.0, 4.0, 4.0]), noisy(1024, [2.0, 2.0, 2.0, 2.0]))
+    after = result(noisy(512, [4.12, 4.12, 4.12, 4.12]), noisy(1024, [2.06] * 4))
+    v = compare(before, after)
+    assert not v.keep and v.inside_tolerance == 0.02
+    # Requests spread widely inside each cell: the same change is within the noise.
+    wide = [3.0, 5.0, 3.0, 5.0]
+    v = compare(result(noisy(512, wide)), result(noisy(512, [x * 1.03 for x in wide])))
+    assert v.keep and (v.inside_tolerance or 0) > 0.03

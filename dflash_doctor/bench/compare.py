@@ -2,8 +2,8 @@
 
 Kept when the accept length beyond the drafter's window is not worse than before by more
 than `threshold` (default 5 %), and inside the window is unchanged within noise: the larger
-of `noise_floor` and twice the relative standard error of the cells' per-request accept
-lengths. Cells are paired by (context, concurrency, temperature); a cell that failed after
+of `noise_floor` and twice the relative standard error of the mean, from the spread of the
+per-request accept lengths inside each cell (cells differ by design). Cells are paired by (context, concurrency, temperature); a cell that failed after
 the fix but not before fails the comparison.
 """
 
@@ -39,13 +39,22 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def _rel_se(cells: list[BenchCell]) -> float:
-    """Relative standard error of the mean accept length over the cells' requests."""
-    values = [v for c in cells for v in c.accept_lengths]
-    if len(values) < 2:
+    """Relative standard error of the mean accept length over cells, from the spread of the
+    requests inside each cell (cells differ by design: their spread is not noise)."""
+    means, variances = [], []
+    for c in cells:
+        values = c.accept_lengths
+        if not values:
+            continue
+        mean = sum(values) / len(values)
+        means.append(mean)
+        if len(values) > 1:
+            var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+            variances.append(var / len(values))
+    if not means:
         return 0.0
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return math.sqrt(var / len(values)) / mean if mean else 0.0
+    overall = sum(means) / len(means)
+    return math.sqrt(sum(variances)) / len(means) / overall if overall else 0.0
 
 
 def _pct(after: float, before: float) -> str:

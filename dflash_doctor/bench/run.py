@@ -21,9 +21,13 @@ from dflash_doctor.transport.base import Transport
 Progress = Callable[[str], None]
 
 
-def traffic(transport: Transport, address: tuple[str, int], pid: int | None) -> int | None:
-    """Running plus queued requests now, or None when the server does not say."""
+def traffic(
+    transport: Transport, address: tuple[str, int], pid: int | None, why: list[str] | None = None
+) -> int | None:
+    """Running plus queued requests now, or None when the server does not say (see `why`)."""
     metrics, load = ask_server(transport, address, pid, [{"op": "metrics"}, {"op": "load"}])
+    if why is not None:
+        why.extend(str(a["error"]) for a in (metrics, load) if "error" in a)
     samples = metrics.get("samples")
     if isinstance(samples, dict) and "sglang:num_running_reqs" in samples:
         total = 0.0
@@ -67,12 +71,13 @@ def run_matrix(
     address = server_address(launch)
     if facts.runtime.value is None:
         raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")
-    busy = traffic(transport, address, pid)
+    why: list[str] = []
+    busy = traffic(transport, address, pid, why)
     if not options.yes:
         if busy is None:
             raise UsageError(
                 f"{facts.host}: cannot tell whether the server serves traffic "
-                "(no /metrics, no /v1/loads): add --yes to bench it anyway"
+                f"({'; '.join(why)}): add --yes to bench it anyway"
             )
         if busy > 0:
             raise UsageError(

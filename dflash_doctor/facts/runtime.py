@@ -98,18 +98,23 @@ def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> Se
         and (v is None or isinstance(v, str | int | float | bool))
     }
     samples: dict[str, list[MetricSample]] | None = None
+    metrics_error = str(metrics["error"]) if "error" in metrics else None
     if "samples" in metrics and isinstance(metrics["samples"], dict):
-        samples = {}
-        for name, rows in metrics["samples"].items():
-            if isinstance(rows, list):
-                samples[str(name)] = [
+        try:
+            samples = {
+                str(name): [
                     MetricSample(
                         labels={str(k): str(v) for k, v in (r.get("labels") or {}).items()},
-                        value=float(r.get("value", 0.0)),
+                        value=float(r["value"]),
                     )
                     for r in rows
                     if isinstance(r, dict)
                 ]
+                for name, rows in metrics["samples"].items()
+                if isinstance(rows, list)
+            }
+        except (ValueError, TypeError, AttributeError, KeyError):
+            samples, metrics_error = None, "/metrics: unreadable samples"
     try:
         return ServerRuntime(
             url=url,
@@ -118,7 +123,7 @@ def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> Se
             args=args,
             internal_states=[_flat(s) for s in states],
             metrics=samples,
-            metrics_error=str(metrics["error"]) if "error" in metrics else None,
+            metrics_error=metrics_error,
         )
     except ValidationError as e:
         raise FactError(f"server info: {validation_line(e)}") from None

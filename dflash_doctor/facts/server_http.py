@@ -257,6 +257,9 @@ def main() -> int:
         except OSError as e:
             reason = getattr(e, "reason", None) or e
             out.append({"error": f"{c.base}: {reason}"})
+        except (ValueError, RecursionError, TypeError, AttributeError, KeyError) as e:
+            # A hostile or broken answer: one line, never a traceback.
+            out.append({"error": f"{c.base}: unreadable answer ({type(e).__name__})"})
     text = json.dumps({"results": out})
     for secret in (c.key, c.admin_key):
         if secret:
