@@ -8,6 +8,19 @@ SGLang facts the stand-in and the tool rely on (each cited in the code that uses
 0.5.11:2104-2110; 0.5.23:3166-3172), `sglang:num_running_reqs` (observability/
 metrics_collector.py 0.5.11:201; 0.5.23:365), Bearer auth with /health and /metrics open
 (utils/auth.py 0.5.11:100,103).
+
+Per release (read in /work/wheels/src/<ver>/sglang/srt): http_server.py lines of
+`@app.get("/get_server_info")`/`@app.get("/server_info")`, `/flush_cache`,
+`/set_internal_state`, `/generate`; metrics_collector.py line of `sglang:spec_accept_length`;
+tokenizer_manager.py line of `meta_info["spec_accept_length"]`:
+
+    0.5.11  621/631 762 677 702 297 2104     0.5.16  733/743 905 797 829 417 2415
+    0.5.12  620/630 761 676 701 341 2131     0.5.17  771/781 946 838 870 417 2767
+    0.5.13  627/637 788 689 714 415 2297     0.5.18  786/796 966 858 890 416 2793
+    0.5.14  678/688 839 740 765 415 2329     0.5.19  801/811 980 872 904 425 2813
+    0.5.15  695/705 862 759 786 415 2362     0.5.20  808/818 990 882 914 427 2950
+    0.5.21  831/841 987 879 911 429 2978     0.5.22  837/847 1009 881 913 504 3163
+    0.5.23  853/863 1025 897 929 512 3166    (post releases: as their base release)
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Kept when the accept length beyond the drafter's window is not worse than before by more
 than `threshold` (default 5 %), and inside the window is unchanged within noise: the larger
 of `noise_floor` and twice the relative standard error of the mean, from the spread of the
-per-request accept lengths inside each cell (cells differ by design). Cells are paired by (context, concurrency, temperature); a cell that failed after
-the fix but not before fails the comparison.
+per-request accept lengths inside each cell (cells differ by design). Cells are paired by
+(context, concurrency, temperature); a cell that failed after the fix but not before fails
+the comparison.
 """
 
 from __future__ import annotations

@@ -146,5 +146,8 @@ def read_runtime(
     transport: Transport, launch: LaunchArgs | None, pid: int | None, health_url: str | None
 ) -> ServerRuntime:
     address = server_address(launch, health_url)
-    info, metrics = ask_server(transport, address, pid, [{"op": "info"}, {"op": "metrics"}])
+    # A short timeout: this runs on every check of a live host.
+    info, metrics = ask_server(
+        transport, address, pid, [{"op": "info"}, {"op": "metrics"}], timeout=10.0
+    )
     return parse_runtime(info, metrics, f"http://{address[0]}:{address[1]}")
