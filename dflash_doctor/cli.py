@@ -23,7 +23,7 @@ from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
 from dflash_doctor.checks.retired import RETIRED
 from dflash_doctor.demo import demo_host
-from dflash_doctor.errors import DoctorError, UsageError
+from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError
 from dflash_doctor.fix.session import fix_host
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
@@ -38,7 +38,7 @@ from dflash_doctor.render.probe_plot import require_plot, write_plot
 from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.sarif import render_sarif
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
-from dflash_doctor.report import EXIT_USAGE, build_report
+from dflash_doctor.report import EXIT_UNREACHABLE, EXIT_USAGE, build_report
 from dflash_doctor.transport.ssh import SSHOptions
 
 app = typer.Typer(
@@ -654,11 +654,17 @@ def bench_command(
         [],
         {"pid": pid, "launch_file": launch, "drafter_path": drafter, "target_path": target},
     )
-    transport = open_transport(spec, _ssh(identity, known_hosts, ssh_config, accept_new_host_key))
     try:
-        result = bench_host(spec, transport, options, progress=cell_progress)
-    finally:
-        transport.close()
+        transport = open_transport(
+            spec, _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
+        )
+        try:
+            result = bench_host(spec, transport, options, progress=cell_progress)
+        finally:
+            transport.close()
+    except HostUnreachable as e:
+        Console(stderr=True).print(f"dflash-doctor: unreachable: {e}", markup=False)
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     document = render_bench_json(result)
     if output is not None:
         try:
