@@ -162,6 +162,11 @@ def test_prometheus_samples_and_scrubbed_server_info() -> None:
     assert rt.version == "0.5.14" and rt.arg("context_length") == 4096
     assert rt.avg_spec_accept_length == 3.5 and rt.metric("sglang:num_running_reqs") == 3.0
     assert rt.internal_states[0]["memory_usage"] == {"kvcache": 4.0}
+    launch_command = "python -m sglang.launch_server --ssl-keyfile-password hunter2 --port 1"
+    rt = parse_runtime(
+        {"endpoint": "/server_info", "body": {"launch_command": launch_command}}, {}, "u"
+    )
+    assert "hunter2" not in str(rt.args) and "--port 1" in str(rt.args["launch_command"])
 
 
 def test_server_address_from_the_launch() -> None:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, MetricSample, ServerRuntime
+from dflash_doctor.redact import redact_argv, redact_text
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
@@ -91,8 +92,9 @@ def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> Se
         raise FactError("server info is not a JSON object")
     states = body.get("internal_states")
     states = [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+    # `launch_command` (0.5.20+) and friends can hold other secrets than the API key.
     args = {
-        k: v
+        k: _redact(v) if isinstance(v, str) else v
         for k, v in body.items()
         if k not in ("internal_states", "version")
         and (v is None or isinstance(v, str | int | float | bool))
@@ -129,10 +131,18 @@ def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> Se
         raise FactError(f"server info: {validation_line(e)}") from None
 
 
+def _redact(value: str) -> str:
+    """Secrets in a string value: key=value forms, and `--secret-flag VALUE` in a command."""
+    text = redact_text(value)
+    return " ".join(redact_argv(text.split(" "))) if " -" in text else text
+
+
 def _flat(state: dict[str, Any]) -> dict[str, object]:
     """Scalars and the memory figures of one internal state; nothing nested deeper."""
     out: dict[str, object] = {
-        k: v for k, v in state.items() if v is None or isinstance(v, str | int | float | bool)
+        k: _redact(v) if isinstance(v, str) else v
+        for k, v in state.items()
+        if v is None or isinstance(v, str | int | float | bool)
     }
     memory = state.get("memory_usage")
     if isinstance(memory, dict):
