@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Finding, Fix, Severity, check
-from dflash_doctor.checks.views import runtime_evidence
+from dflash_doctor.checks.views import running_server, runtime_evidence
 from dflash_doctor.facts.models import HostFacts
 
 KEYS = ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")
@@ -14,7 +14,7 @@ def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-@check("DFD142", "lossy-accept-threshold", Severity.WARNING, needs=("runtime",))
+@check("DFD142", "lossy-accept-threshold", Severity.WARNING)
 def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
     """Draft tokens are accepted more loosely than the target's own distribution allows.
 
@@ -48,8 +48,7 @@ def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
     0.5.23 internal_state.py:45-66) while the top level of `/server_info` keeps the launch
     values (the tokenizer's ServerArgs).
     """
-    runtime = facts.runtime.value
-    assert runtime is not None
+    runtime = running_server(facts)
     findings: list[Finding] = []
     changed, launched = [], []
     for key in KEYS:

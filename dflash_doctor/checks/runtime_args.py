@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
-from dflash_doctor.checks.views import flag_evidence, runtime_evidence
+from dflash_doctor.checks.views import flag_evidence, running_server, runtime_evidence
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 
 # server_info key -> (LaunchArgs field, flag). Compared only where the file sets the flag:
@@ -46,7 +46,7 @@ def launch_file_of(facts: HostFacts) -> LaunchArgs:
     raise Skip("no launch file to compare with the running server")
 
 
-@check("DFD141", "launch-file-not-what-runs", Severity.WARNING, needs=("runtime",))
+@check("DFD141", "launch-file-not-what-runs", Severity.WARNING)
 def launch_file_not_what_runs(facts: HostFacts) -> list[Finding]:
     """The launch file is not what the running server runs.
 
@@ -73,8 +73,7 @@ def launch_file_not_what_runs(facts: HostFacts) -> list[Finding]:
     top level is `dataclasses.asdict(server_args)` to 0.5.18 (0.5.11:632-645) and
     `server_args.resolved_dict()` from 0.5.19 (0.5.19:812-840): the resolved values.
     """
-    runtime = facts.runtime.value
-    assert runtime is not None
+    runtime = running_server(facts)
     launch = launch_file_of(facts)
     diffs: list[tuple[str, str, object, object]] = []
     for key, attr, flag in COMPARED:

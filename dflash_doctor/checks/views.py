@@ -422,6 +422,19 @@ def env_value(facts: HostFacts, name: str) -> tuple[bool, str | None]:
 def env_evidence(facts: HostFacts, name: str, value: str | None) -> Evidence:
     text = f"{name}={value}" if value is not None else f"{name} is not set"
     return Evidence(kind="config", text=text, file=facts.environ.source, key=name)
+
+
+def running_server(facts: HostFacts) -> ServerRuntime:
+    """The live server's own answer, or Skip with why it was not asked or not answered."""
+    if facts.runtime.value is None:
+        raise Skip(
+            f"needs the live server's answer: {facts.runtime.error}"
+            if facts.runtime.error
+            else "no live server was asked (offline or recorded host, or no server process)"
+        )
+    return facts.runtime.value
+
+
 def runtime_evidence(runtime: ServerRuntime, text: str) -> Evidence:
     """What the live server answered over HTTP (`/server_info`), pointing at the endpoint."""
     return Evidence(
