@@ -40,6 +40,7 @@ import yaml
 
 from dflash_doctor.bench.compare import compare
 from dflash_doctor.bench.matrix import BenchOptions, plan_matrix
+from dflash_doctor.checks.views import SPAN_CHECKS
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.models import (
     BenchCell,
@@ -451,11 +452,7 @@ def test_check_reports_a_launch_file_that_is_not_what_runs(stand_in) -> None:  #
     bench = host["facts"]["bench"]["value"]
     assert bench["contexts"] == [512, 16384] and len(bench["cells"]) == 8
     # The window checks carry the measured curve (the 4096 window clamps the full layer).
-    window_findings = [
-        f
-        for cid in ("DFD101", "DFD102", "DFD103", "DFD104", "DFD108")
-        for f in results.get(cid, {}).get("findings", [])
-    ]
+    window_findings = [f for cid in SPAN_CHECKS for f in results.get(cid, {}).get("findings", [])]
     assert window_findings
     for f in window_findings:
         assert any(e["text"].startswith("bench on the live server") for e in f["evidence"])
@@ -475,9 +472,7 @@ def test_bench_evidence_goes_to_the_window_findings_only() -> None:
         for f in r.findings
         if any(e.text.startswith("bench on the live server") for e in f.evidence)
     }
-    window_ids = {
-        r.check_id for r in results if r.findings and r.check_id in ("DFD101", "DFD103", "DFD108")
-    }
+    window_ids = {r.check_id for r in results if r.findings and r.check_id in SPAN_CHECKS}
     assert window_ids and tagged == window_ids
     finding = next(f for r in results if r.check_id in tagged for f in r.findings)
     assert "accept length 4.0 at 1k, 2.0 at 16k" in finding.evidence[-1].text

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dflash_doctor.bench.matrix import BenchOptions, plan_matrix
 from dflash_doctor.bench.run import run_matrix
-from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import CheckResult
-from dflash_doctor.checks.views import bench_evidence
+from dflash_doctor.checks.views import SPAN_CHECKS, bench_evidence
 from dflash_doctor.errors import DoctorError
 from dflash_doctor.facts.models import BenchResult, Fact, HostFacts
 from dflash_doctor.transport.base import Transport
-
-# The findings about the drafter's window are the ones a measured curve proves or refutes.
-WINDOW_MODULE = "dflash_doctor.checks.window"
 
 
 def pid_of(facts: HostFacts) -> int | None:
@@ -36,9 +32,9 @@ def attach_bench_evidence(facts: HostFacts, results: list[CheckResult]) -> None:
     evidence, impact = bench_evidence(facts)
     if not evidence:
         return
+    # The findings on served vs trained spans are the ones a measured curve proves or refutes.
     for result in results:
-        check = CATALOG.get(result.check_id)
-        if check is None or check.func.__module__ != WINDOW_MODULE:
+        if result.check_id not in SPAN_CHECKS:
             continue
         for finding in result.findings:
             finding.evidence.extend(evidence)
