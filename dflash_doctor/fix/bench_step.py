@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from dflash_doctor.bench.compare import DEFAULT_THRESHOLD, Verdict, compare
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.run import run_matrix
+from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import BenchResult, HostFacts
 from dflash_doctor.gather import Gatherer
 from dflash_doctor.hosts import HostSpec
@@ -40,6 +41,14 @@ class BenchStep:
         gatherer = Gatherer(self.spec, self.transport)
         facts = gatherer.gather()
         self.before_result = self._run(facts, gatherer.pid)
+        failed = [c for c in self.before_result.cells if c.accept_length is None]
+        if failed:
+            c = failed[0]
+            why = c.error or next((r.error for r in c.requests if r.error), "no accept length")
+            raise FactError(
+                f"{self.spec.name}: the bench before the fix failed in {len(failed)} cell(s) "
+                f"(first: {c.context} tokens x {c.concurrency}: {why}); nothing was changed"
+            )
         self.steps.append(f"bench before: {len(self.before_result.cells)} cells")
 
     def after(self) -> str | None:
