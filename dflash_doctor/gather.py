@@ -45,6 +45,7 @@ from dflash_doctor.facts.models import (
 from dflash_doctor.facts.runtime import read_runtime, server_address
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
+from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.shipped import script_source
@@ -93,6 +94,9 @@ class Gatherer:
         self.process_env: Fact[dict[str, str]] = Fact[dict[str, str]].missing(
             f"{self.host}: no server process found, so its environment is unknown"
         )
+        # Every host interpreter runs through this: as the server's owner, or not at all.
+        self.exec = HostExec(transport, spec)
+        self.native_refused: str | None = None
 
     # -- the server process -------------------------------------------------------------
 
@@ -329,7 +333,7 @@ class Gatherer:
         if self.t.remote and self.t.file_size(host_path) >= REMOTE_FILTER_MIN_BYTES:
             # Filter where the log lies: only the lines that matter cross the network.
             for python in self._pythons():
-                argv = [python, "-c", script_source("facts/log_filter.py"), host_path]
+                argv = [*python, "-c", script_source("facts/log_filter.py"), host_path]
                 try:
                     return read_filter_output(self.t.run_stream(argv, timeout=600), path)
                 except FactError:
@@ -340,10 +344,17 @@ class Gatherer:
                     continue  # no usable Python there: try the next, then stream the file
         return scan_log(self.t.stream_file(host_path), path)
 
-    def _pythons(self) -> list[str]:
-        found = ["python3"]
-        if self.launch_python and self.launch_python.startswith("/"):
-            found.append(self.launch_python)
+    def _pythons(self) -> list[list[str]]:
+        """Interpreters that may run the stdlib log filter, each as a safe argv prefix."""
+        found = []
+        for make in (
+            lambda: self.exec.system_python(pid=self.pid),
+            lambda: [*self.exec.prefix(self.launch_python, pid=self.pid), "-I"],
+        ):
+            try:
+                found.append(make())
+            except DoctorError:
+                continue
         return found
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:
@@ -397,8 +408,10 @@ class Gatherer:
         return None
 
     def _version_by_running(self, python: str) -> str:
+        prefix = self.exec.prefix(python, pid=self.pid, env=self.environ)
         res = self.t.run(
-            [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"], timeout=30
+            [*prefix, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+            timeout=30,
         )
         text = res.stdout.decode("utf-8", "replace").strip()
         if not res.ok or parse_version(text) is None:
@@ -467,11 +480,15 @@ class Gatherer:
 
     def native(self, args: LaunchArgs) -> LaunchArgs:
         """Re-parse with the host's own SGLang, when its Python can import it."""
-        python = args.python or self.launch_python or "python3"
-        env = [f"{k}={self.environ[k]}" for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in self.environ]
+        python = args.python or self.launch_python
         server_argv = args.argv[sglang_args_start(args.argv) :]
-        argv = ["env", *env, python, "-c", script_source("facts/sglang_args.py")]
-        argv.append(json.dumps(server_argv))
+        try:
+            prefix = self.exec.prefix(python, pid=self.pid, env=self.environ)
+        except DoctorError as e:
+            self.native_refused = str(e)
+            # The fallback parse stands; the reason is kept with the fact.
+            return args.model_copy(update={"native_refused": str(e)})
+        argv = [*prefix, "-c", script_source("facts/sglang_args.py"), json.dumps(server_argv)]
         try:
             res = self.t.run(argv, timeout=120)
             answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])

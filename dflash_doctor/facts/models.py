@@ -178,6 +178,8 @@ class LaunchArgs(BaseModel):
     quantization: str | None = None
     # Options that a `--config` YAML file added to the command: option -> that file.
     config_options: dict[str, str] = Field(default_factory=dict)
+    # Why the host's own SGLang parser was not asked (its interpreter not trusted to run).
+    native_refused: str | None = None
 
     @property
     def is_dflash(self) -> bool:

@@ -13,6 +13,7 @@ from dflash_doctor.checks.views import behaviour, page_size, version_facts, wind
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.gather import Gatherer
+from dflash_doctor.host_exec import HostExec, process_pid
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.probes.models import ProbeResult
 from dflash_doctor.probes.runner import (
@@ -55,12 +56,17 @@ def probe_with(
     except ValueError:
         raise FactError(f"{spec.name}:{drafter.path}: malformed JSON") from None
     launch = facts.launch.value
-    # A recorded host's files lie on this machine: its probe runs with this Python.
-    python = options.python or (
-        sys.executable
-        if spec.recorded and not transport.remote
-        else (launch.python if launch and launch.python else "python3")
-    )
+    launcher: list[str] | None = None
+    if spec.recorded and not transport.remote and options.python is None:
+        # A recorded host's files lie on this machine: its probe runs with this Python.
+        python = sys.executable
+    else:
+        # The host's interpreter runs as the server's owner, or not at all (host_exec).
+        python = options.python or (launch.python if launch and launch.python else None) or ""
+        chosen = python or None
+        pid = process_pid(launch)
+        host = HostExec(transport, spec)
+        launcher = host.prefix(chosen, pid=pid) if chosen else host.system_python(pid=pid)
     # The served spans follow the host's SGLang as the span model reads it (its own code,
     # else the version table; unknown: both readings are probed) and the draft window it
     # runs with (the log's init line over the launch flags).
@@ -84,7 +90,7 @@ def probe_with(
         weights_dir=spec.path(posixpath.dirname(drafter.path)),
         agreement_tokens=options.agreement_tokens,
     )
-    return run_probe(transport, run_spec, python=python, on_progress=on_progress)
+    return run_probe(transport, run_spec, python=python, on_progress=on_progress, launcher=launcher)
 
 
 def probe_host(

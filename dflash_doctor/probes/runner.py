@@ -111,10 +111,20 @@ def run_probe(
     spec: dict[str, Any],
     python: str = "python3",
     on_progress: Callable[[str], None] | None = None,
+    *,
+    launcher: list[str] | None = None,
 ) -> ProbeResult:
-    """Run the probe; `on_progress` gets its progress lines (one per context) as they come."""
+    """Run the probe; `on_progress` gets its progress lines (one per context) as they come.
+
+    `launcher`: the argv that starts the host's Python safely (`host_exec.HostExec`).
+    """
     # Shipped as text, never imported: the script imports torch, which the CLI must not pay for.
-    argv = [python, "-c", script_source("probes/attention_probe.py"), json.dumps(spec)]
+    argv = [
+        *(launcher or [python]),
+        "-c",
+        script_source("probes/attention_probe.py"),
+        json.dumps(spec),
+    ]
     on_stderr = None
     if on_progress is not None:
         report = on_progress
