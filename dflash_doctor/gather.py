@@ -347,14 +347,14 @@ class Gatherer:
     def _pythons(self) -> list[list[str]]:
         """Interpreters that may run the stdlib log filter, each as a safe argv prefix."""
         found = []
-        for make in (
-            lambda: self.exec.system_python(pid=self.pid),
-            lambda: [*self.exec.prefix(self.launch_python, pid=self.pid), "-I"],
-        ):
-            try:
-                found.append(make())
-            except DoctorError:
-                continue
+        try:
+            found.append(self.exec.system_python(pid=self.pid))
+        except DoctorError:
+            pass
+        try:
+            found.append([*self.exec.prefix(self.launch_python, pid=self.pid), "-I"])
+        except DoctorError:
+            pass
         return found
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:

@@ -5,7 +5,9 @@ Everything that changes a host is here, and only runs when the user gave --apply
 
 from __future__ import annotations
 
+import os
 import posixpath
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -16,7 +18,9 @@ from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.gather import gather
+from dflash_doctor.host_exec import HostExec, process_pid
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
 
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
 
 BACKUP_TAG = ".dflash-doctor-"
 BACKUP_SUFFIX = ".bak"
+LOCK_SUFFIX = ".dflash-doctor.lock"
 HEALTH_PROBE = (
     "import sys, urllib.request\n"
     "try:\n"
@@ -33,6 +38,14 @@ HEALTH_PROBE = (
     "    sys.exit(str(e)[:200])\n"
 )
 STOP_WAIT_S = 30.0
+# Room the backup and the rewritten file need beside the launch file, beyond their sizes.
+SPACE_MARGIN_BYTES = 1 << 20
+# Starts a script detached in its own session and prints that session's id ($! is its
+# leader: a background child of a non-interactive sh is no group leader, so setsid does not
+# fork). Every host path goes in as a positional argument, never into the shell text.
+START_DETACHED = (
+    'cd "$1" || exit 1; out=$2; shift 2; setsid nohup "$@" >>"$out" 2>&1 </dev/null & echo $!'
+)
 
 Status = Literal["unchanged", "written", "applied", "rolled_back", "failed"]
 
@@ -56,20 +69,41 @@ class Applier:
         self.t = transport
         self.health_timeout = health_timeout
         self.steps: list[str] = []
+        # The session the doctor started the server in (a script relaunch): what a rollback
+        # stops, and what "has the new server exited" watches. Never "the first sglang".
+        self.started_session: int | None = None
+        self.stopped: int | None = None
+        self.log_offset: int | None = None
 
     def _sudo(self, argv: list[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.spec.sudo else argv
 
-    def _run(self, argv: list[str], timeout: float = 60) -> None:
-        self.steps.append(" ".join(argv))
+    def _run(self, argv: list[str], timeout: float = 60) -> bytes:
+        self.steps.append(" ".join(argv) if argv[:2] != ["sh", "-c"] else f"start {argv[4:]}")
         res = self.t.run(argv, timeout=timeout)
         if not res.ok:
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()
             raise TransportError(
                 f"{self.spec.name}: {argv[0]} failed: {err[-1] if err else res.returncode}"
             )
+        return res.stdout
 
     # -- files ----------------------------------------------------------------------------
+
+    def real_path(self, source: str) -> str:
+        """The file a symlinked launch file points to: edits go through the link."""
+        if self.spec.recorded:
+            root = os.path.realpath(self.spec.root)
+            real = os.path.realpath(self.spec.path(source))
+            if os.path.commonpath([root, real]) != root:
+                raise TransportError(f"{self.spec.name}:{source}: links outside the host tree")
+            return "/" + os.path.relpath(real, root) if real != root else "/"
+        try:
+            res = self.t.run(["readlink", "-f", "--", source], timeout=10)
+        except DoctorError:
+            return source
+        real = res.stdout.decode("utf-8", "replace").strip()
+        return real if res.ok and real.startswith("/") and "\n" not in real else source
 
     def write(self, source: str, data: bytes, mode: int) -> None:
         self.t.write_file(self.spec.path(source), data, mode=mode)
@@ -88,27 +122,108 @@ class Applier:
             self.steps.append(f"backed up {source} to {bak}")
         return bak, old, mode
 
+    def lock(self, source: str) -> str:
+        """One apply or rollback per launch file at a time: a directory made atomically."""
+        lock = f"{source}{LOCK_SUFFIX}"
+        if self.spec.recorded or (self.spec.offline and not self.t.remote):
+            try:
+                os.mkdir(self.spec.path(lock))
+            except FileExistsError:
+                raise TransportError(_locked(lock)) from None
+            except OSError as e:
+                raise TransportError(f"{lock}: cannot lock: {e.strerror}") from None
+            return lock
+        res = self.t.run(["mkdir", "--", lock], timeout=10)
+        if not res.ok:
+            raise TransportError(_locked(lock))
+        return lock
+
+    def unlock(self, lock: str) -> None:
+        try:
+            if self.spec.recorded or (self.spec.offline and not self.t.remote):
+                os.rmdir(self.spec.path(lock))
+            else:
+                self.t.run(["rmdir", "--", lock], timeout=10)
+        except (OSError, DoctorError):
+            pass
+
+    def check_space(self, source: str, size: int) -> None:
+        """Enough free space for the backup and the new file, checked before anything stops."""
+        if self.spec.recorded or (self.spec.offline and not self.t.remote):
+            free = shutil.disk_usage(os.path.dirname(self.spec.path(source)) or ".").free
+        else:
+            try:
+                res = self.t.run(["df", "-Pk", "--", posixpath.dirname(source) or "."], timeout=20)
+                free = int(res.stdout.decode("ascii", "replace").splitlines()[1].split()[3]) * 1024
+            except (DoctorError, ValueError, IndexError):
+                return  # no df there: the atomic writes still fail cleanly
+        need = 2 * size + SPACE_MARGIN_BYTES
+        if free < need:
+            raise TransportError(
+                f"{self.spec.name}: only {free} bytes free beside {source}, {need} needed for "
+                "the backup and the new file; nothing was changed"
+            )
+
     # -- the server -----------------------------------------------------------------------
 
-    def _stop(self, pid: int) -> None:
-        self._run(self._sudo(["kill", "-TERM", str(pid)]))
+    def _alive(self, pid: int, *, group: bool = False) -> bool:
+        target = f"-{pid}" if group else str(pid)
+        try:
+            return self.t.run(self._sudo(["kill", "-0", "--", target]), timeout=10).ok
+        except DoctorError:
+            return True  # cannot tell: assume it still runs
+
+    def _stop(self, pid: int, *, group: bool = False) -> None:
+        """Stop a process (or process group); one that has already exited is fine."""
+        target = f"-{pid}" if group else str(pid)
+        if not self._alive(pid, group=group):
+            self.steps.append(f"{'session' if group else 'process'} {pid} had already exited")
+            return
+        res = self.t.run(self._sudo(["kill", "-TERM", "--", target]), timeout=10)
+        self.steps.append(f"kill -TERM {target}")
+        if not res.ok and self._alive(pid, group=group):
+            err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise TransportError(
+                f"{self.spec.name}: cannot stop {target}: {err[-1] if err else res.returncode}"
+            )
         deadline = time.monotonic() + STOP_WAIT_S
         while time.monotonic() < deadline:
-            if not self.t.run(["kill", "-0", str(pid)], timeout=10).ok:
+            if not self._alive(pid, group=group):
                 return
             time.sleep(0.2)
-        self._run(self._sudo(["kill", "-KILL", str(pid)]))
+        self.t.run(self._sudo(["kill", "-KILL", "--", target]), timeout=10)
+        self.steps.append(f"kill -KILL {target}")
+
+    def start_argv(self, source: str) -> list[str]:
+        """How to start a launch script; checked before anything is stopped.
+
+        A script without the execute bit starts with the interpreter of its `#!` line
+        (or /bin/sh), as the shell would if asked to source it.
+        """
+        path = self.spec.path(source)
+        head = self.t.read_file(path, max_bytes=1 << 20)[:256]
+        if self.t.file_mode(path) & 0o111:
+            return [source]
+        if head.startswith(b"#!"):
+            words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+            if words and words[0].startswith("/"):
+                interp = words[:2]
+                self._run(["test", "-x", interp[0]], timeout=10)
+                return [*interp, source]
+            raise TransportError(f"{self.spec.name}:{source}: not executable, bad #! line")
+        return ["/bin/sh", source]
 
     def relaunch(self, launch: LaunchArgs, source: str, pid: int | None, log: str | None) -> None:
+        budget = max(self.health_timeout, 30.0)
         if self.spec.relaunch:
-            self._run(["sh", "-c", self.spec.relaunch], timeout=300)
+            self._run(["sh", "-c", self.spec.relaunch], timeout=budget)
             return
         if launch.kind == "systemd":
             unit = posixpath.basename(source)
             if source.endswith(".conf") and source.rstrip("/").split("/")[-2].endswith(".d"):
                 unit = source.rstrip("/").split("/")[-2][: -len(".d")]  # a drop-in
             self._run(self._sudo(["systemctl", "daemon-reload"]))
-            self._run(self._sudo(["systemctl", "restart", unit]), timeout=300)
+            self._run(self._sudo(["systemctl", "restart", "--", unit]), timeout=budget)
             return
         if launch.kind == "compose":
             argv = ["docker", "compose", "-f", source, "up", "-d", "--force-recreate"]
@@ -116,43 +231,77 @@ class Applier:
                 self._sudo(
                     argv + ([self.spec.compose_service] if self.spec.compose_service else [])
                 ),
-                timeout=600,
+                timeout=budget,
             )
             return
-        if pid is not None:
+        command = self.start_argv(source)  # can it start? before anything is stopped
+        if self.started_session is not None:
+            self._stop(self.started_session, group=True)
+            self.started_session = None
+        elif pid is not None:
             self._stop(pid)
+            self.stopped = pid
         out = log or f"{source}.log"
-        # Paths go in as positional arguments, never into the shell text.
-        self._run(
-            [
-                "sh",
-                "-c",
-                'cd "$(dirname "$0")" && setsid nohup "$0" >>"$1" 2>&1 </dev/null &',
-                source,
-                out,
-            ]
+        self.log_offset = self._size(out)
+        started = self._run(
+            ["sh", "-c", START_DETACHED, "sh", posixpath.dirname(source) or ".", out, *command]
         )
+        text = started.decode("ascii", "replace").strip()
+        if text.isascii() and text.isdigit():
+            self.started_session = int(text)
+            self.steps.append(f"started {source} in session {text}")
+
+    def _size(self, path: str) -> int | None:
+        try:
+            return self.t.file_size(self.spec.path(path))
+        except DoctorError:
+            return 0
+
+    def server_pid(self) -> int | None:
+        """The SGLang server in the session the doctor started, if it is up."""
+        if self.started_session is None:
+            return None
+        try:
+            res = self.t.run(["pgrep", "-s", str(self.started_session)], timeout=10)
+        except DoctorError:
+            return None
+        for word in res.stdout.split():
+            if not word.isdigit():
+                continue
+            try:
+                cmd = self.t.read_file(
+                    self.spec.path(f"/proc/{int(word)}/cmdline"), max_bytes=1 << 20
+                )
+            except DoctorError:
+                continue
+            if b"launch_server" in cmd or b"sglang\0serve" in cmd:
+                return int(word)
+        return None
 
     def health_url(self, launch: LaunchArgs) -> str:
         if self.spec.health_url:
             return self.spec.health_url
         port = 30000
         for i, arg in enumerate(launch.argv):
-            if arg == "--port" and i + 1 < len(launch.argv) and launch.argv[i + 1].isdigit():
-                port = int(launch.argv[i + 1])
-            elif arg.startswith("--port=") and arg[7:].isdigit():
-                port = int(arg[7:])
+            nxt = launch.argv[i + 1] if i + 1 < len(launch.argv) else ""
+            if arg == "--port" and nxt.isascii() and nxt.isdigit() and len(nxt) <= 5:
+                port = int(nxt)
+            elif arg.startswith("--port=") and arg[7:].isascii() and arg[7:].isdigit():
+                port = int(arg[7:12])
         return f"http://127.0.0.1:{port}/health"
 
     def wait_healthy(self, launch: LaunchArgs) -> str | None:
-        """None when healthy, else why not."""
+        """None when healthy, else why not; stops as soon as the started server has exited."""
         url = self.health_url(launch)
-        python = launch.python if launch.python and launch.python.startswith("/") else "python3"
+        try:
+            python = HostExec(self.t, self.spec).system_python()
+        except DoctorError as e:
+            return f"cannot wait for {url}: {e}"
         deadline = time.monotonic() + self.health_timeout
         why = "no answer"
         while time.monotonic() < deadline:
             try:
-                res = self.t.run([python, "-c", HEALTH_PROBE, url], timeout=10)
+                res = self.t.run([*python, "-c", HEALTH_PROBE, url], timeout=10)
             except DoctorError as e:
                 res = None
                 why = str(e)
@@ -161,18 +310,38 @@ class Applier:
                     self.steps.append(f"healthy: {url}")
                     return None
                 why = res.stderr.decode("utf-8", "replace").strip()[-200:] or why
+            if self.started_session is not None and not self._alive(
+                self.started_session, group=True
+            ):
+                return f"the relaunched server exited before {url} answered ({why})"
             time.sleep(0.5)
         return f"{url} not healthy after {self.health_timeout:g}s ({why})"
 
     def log_tail(self, facts: HostFacts | None, lines: int = 20) -> list[str]:
+        """The server log's last lines, only those written since the relaunch when known."""
         path = self.spec.log_path or (facts.log.source if facts is not None else None)
         if not path:
             return []
         try:
-            res = self.t.run(["tail", "-n", str(lines), self.spec.path(path)], timeout=10)
+            if self.log_offset is not None:
+                res = self.t.run(
+                    ["tail", "-c", f"+{self.log_offset + 1}", "--", self.spec.path(path)],
+                    timeout=10,
+                )
+                text = res.stdout[-(64 * 1024) :]
+            else:
+                res = self.t.run(["tail", "-n", str(lines), "--", self.spec.path(path)], timeout=10)
+                text = res.stdout
         except DoctorError:
             return []
-        return res.stdout.decode("utf-8", "replace").splitlines()
+        return [redact_text(line) for line in text.decode("utf-8", "replace").splitlines()[-lines:]]
+
+
+def _locked(lock: str) -> str:
+    return (
+        f"another dflash-doctor apply or rollback holds {lock}; if none runs, "
+        f"remove that directory and retry"
+    )
 
 
 def apply_plan(
@@ -194,22 +363,57 @@ def apply_plan(
     if bench is not None and not (spec.offline or spec.recorded):
         bench.before()  # before any change: a failure here changes nothing
     a = Applier(spec, transport, health_timeout)
-    bak, old, mode = a.backup(plan.source, stamp)
-    a.write(plan.source, plan.new_text.encode("utf-8"), mode)
-    a.steps.append(f"wrote {plan.source}")
-    if spec.offline or spec.recorded:
+    try:
+        source = a.real_path(plan.source)
+        if source != plan.source:
+            a.steps.append(f"{plan.source} is a link: editing {source}")
+        lock = a.lock(source)
+    except DoctorError as e:
+        return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
+    try:
+        return _apply_locked(a, spec, plan, facts, source, stamp)
+    finally:
+        a.unlock(lock)
+
+
+def _apply_locked(
+    a: Applier, spec: HostSpec, plan: FixPlan, facts: HostFacts, source: str, stamp: str
+) -> Outcome:
+    assert plan.new_text is not None and plan.launch is not None
+    live = not (spec.offline or spec.recorded)
+    try:
+        current = a.t.read_file(spec.path(source), max_bytes=1 << 20)
+        if plan.old_text is not None and current.decode("utf-8", "replace") != plan.old_text:
+            return Outcome(
+                "failed",
+                f"nothing changed: {source} changed since it was read; run fix again",
+                steps=a.steps,
+            )
+        new = plan.new_text.encode("utf-8")
+        a.check_space(source, len(current) + len(new))
+        if live and plan.launch.kind not in ("systemd", "compose") and not spec.relaunch:
+            a.start_argv(source)  # the relaunch must be able to start before anything stops
+        bak, old, mode = a.backup(source, stamp)
+        a.write(source, new, mode)
+    except DoctorError as e:
         return Outcome(
-            "written", f"wrote {plan.source} (backup {bak}); nothing relaunched", bak, steps=a.steps
+            "failed", f"nothing relaunched, the server runs as before: {e}", steps=a.steps
         )
-    pid = _pid_of(facts)
+    a.steps.append(f"wrote {source}")
+    if not live:
+        return Outcome(
+            "written", f"wrote {source} (backup {bak}); nothing relaunched", bak, steps=a.steps
+        )
+    pid = spec.pid or process_pid(facts.launch.value)
     log = facts.log.value.path if facts.log.value is not None else spec.log_path
     failure: str | None = None
     new_facts: HostFacts | None = None
     try:
-        a.relaunch(plan.launch, plan.source, pid, log)
+        a.relaunch(plan.launch, source, pid, log)
         failure = a.wait_healthy(plan.launch)
         if failure is None:
-            new_facts = gather(spec.model_copy(update={"pid": None}), transport)
+            new_pid = a.server_pid()
+            new_facts = gather(spec.model_copy(update={"pid": new_pid}), a.t)
             # Still failing: a check that still asks for a launch edit (an upgrade it also
             # asks for is a manual step the edit never claimed to do).
             still = [
@@ -229,21 +433,58 @@ def apply_plan(
                 failure = bench.after()
     except DoctorError as e:
         failure = str(e)
+    except KeyboardInterrupt:
+        failure = "interrupted (Ctrl-C)"
     if failure is None:
-        return Outcome("applied", f"applied to {plan.source} and verified", bak, steps=a.steps)
+        return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
     tail = a.log_tail(new_facts or facts)
-    # Roll back: the old file, the old server.
-    a.write(plan.source, old, mode)
-    a.steps.append(f"restored {plan.source} from {bak}")
+    return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+
+
+def _roll_back(
+    a: Applier,
+    launch: LaunchArgs,
+    source: str,
+    bak: str,
+    old: bytes,
+    mode: int,
+    pid: int | None,
+    log: str | None,
+    failure: str,
+    tail: list[str],
+) -> Outcome:
+    """The old file, the old server; every failure says what is where and how to restore."""
     try:
-        current = gather(spec.model_copy(update={"pid": None}), transport)
-        a.relaunch(plan.launch, plan.source, _pid_of(current), log)
-        back = a.wait_healthy(plan.launch)
+        a.write(source, old, mode)
+        a.steps.append(f"restored {source} from {bak}")
+    except DoctorError as e:
+        return Outcome(
+            "failed",
+            f"fix failed: {failure}; and {source} could not be restored ({e}). The original is "
+            f"in {bak}: restore it with `cp -p {bak} {source}` and start the server again",
+            bak,
+            tail,
+            a.steps,
+        )
+    stopped = a.stopped is not None or a.started_session is not None or bool(a.spec.relaunch)
+    stopped = stopped or launch.kind in ("systemd", "compose")
+    back: str | None
+    try:
+        if stopped:
+            a.relaunch(launch, source, None, log)
+            back = a.wait_healthy(launch)
+        else:
+            back = None
+            a.steps.append("the running server was never stopped: nothing to relaunch")
     except DoctorError as e:
         back = str(e)
+    except KeyboardInterrupt:
+        back = "interrupted (Ctrl-C) while restarting the old server"
     status: Status = "rolled_back" if back is None else "failed"
-    msg = f"fix failed: {failure}; rolled back" + (
-        "" if back is None else f", and the old server did not come back: {back}"
+    msg = f"fix failed: {failure}; rolled back {source} from {bak}" + (
+        ""
+        if back is None
+        else f", but the old server did not come back: {back}. Start it with {source}"
     )
     return Outcome(status, msg, bak, tail, a.steps)
 
@@ -262,24 +503,23 @@ def describe_relaunch(spec: HostSpec, launch: LaunchArgs | None, source: str | N
     return f"stop the running server, start {source} detached, wait for /health, re-check"
 
 
-def _pid_of(facts: HostFacts) -> int | None:
-    launch = facts.launch.value
-    if launch is None or launch.kind != "process":
-        return None
-    return int(launch.source.split()[-1])
-
-
-def latest_backup(transport: Transport, spec: HostSpec, source: str) -> str | None:
+def backups(transport: Transport, spec: HostSpec, source: str) -> list[str]:
+    """This launch file's backups, oldest first (stamps sort by time)."""
     directory = posixpath.dirname(source) or "."
     name = posixpath.basename(source)
     try:
         entries = transport.list_dir(spec.path(directory))
     except DoctorError:
-        return None
+        return []
     ours = sorted(
         e for e in entries if e.startswith(name + BACKUP_TAG) and e.endswith(BACKUP_SUFFIX)
     )
-    return posixpath.join(directory, ours[-1]) if ours else None
+    return [posixpath.join(directory, e) for e in ours]
+
+
+def latest_backup(transport: Transport, spec: HostSpec, source: str) -> str | None:
+    found = backups(transport, spec, source)
+    return found[-1] if found else None
 
 
 def rollback(
@@ -290,18 +530,45 @@ def rollback(
     launch: LaunchArgs,
     health_timeout: float,
 ) -> Outcome:
-    bak = latest_backup(transport, spec, source)
-    if bak is None:
-        return Outcome("failed", f"no dflash-doctor backup of {source} found")
+    """Restore the newest backup that differs from the file now, and relaunch.
+
+    A backup equal to the current file (an apply that ran over an already fixed file) is
+    skipped: restoring it would change nothing.
+    """
     a = Applier(spec, transport, health_timeout)
-    data = transport.read_file(spec.path(bak), max_bytes=1 << 20)
-    a.write(source, data, transport.file_mode(spec.path(bak)))
-    a.steps.append(f"restored {source} from {bak}")
-    if spec.offline or spec.recorded:
-        return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
-    log = facts.log.value.path if facts.log.value is not None else spec.log_path
-    a.relaunch(launch, source, _pid_of(facts), log)
-    why = a.wait_healthy(launch)
-    if why is not None:
-        return Outcome("failed", f"restored {source}, but {why}", bak, a.log_tail(facts), a.steps)
+    try:
+        real = a.real_path(source)
+        lock = a.lock(real)
+    except DoctorError as e:
+        return Outcome("failed", f"nothing changed: {e}")
+    try:
+        current = transport.read_file(spec.path(real), max_bytes=1 << 20)
+        chain = backups(transport, spec, source)
+        bak = data = None
+        for candidate in reversed(chain):
+            content = transport.read_file(spec.path(candidate), max_bytes=1 << 20)
+            if content != current:
+                bak, data = candidate, content
+                break
+        if bak is None or data is None:
+            why = "found" if not chain else "differs from the current file"
+            return Outcome("failed", f"no dflash-doctor backup of {source} {why}")
+        a.check_space(real, len(data))
+        a.write(real, data, transport.file_mode(spec.path(bak)))
+        a.steps.append(f"restored {real} from {bak}")
+        if spec.offline or spec.recorded:
+            return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
+        log = facts.log.value.path if facts.log.value is not None else spec.log_path
+        a.relaunch(launch, real, spec.pid or process_pid(facts.launch.value), log)
+        why_not = a.wait_healthy(launch)
+    finally:
+        a.unlock(lock)
+    if why_not is not None:
+        return Outcome(
+            "failed",
+            f"restored {source} from {bak}, but {why_not}; start it with {source}",
+            bak,
+            a.log_tail(facts),
+            a.steps,
+        )
     return Outcome("applied", f"restored {source} from {bak} and relaunched", bak, steps=a.steps)
