@@ -38,6 +38,7 @@ from dflash_doctor.render.probe_plot import require_plot, write_plot
 from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.sarif import render_sarif
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
+from dflash_doctor.render.text import clean
 from dflash_doctor.report import EXIT_UNREACHABLE, EXIT_USAGE, build_report
 from dflash_doctor.transport.ssh import SSHOptions
 
@@ -711,6 +712,6 @@ def main() -> None:
     except DoctorError as e:
         # soft_wrap: one line however long, never cut at the console width
         Console(stderr=True).print(
-            f"dflash-doctor: error: {e}", markup=False, highlight=False, soft_wrap=True
+            clean(f"dflash-doctor: error: {e}"), markup=False, highlight=False, soft_wrap=True
         )
         sys.exit(EXIT_USAGE)

@@ -5,6 +5,7 @@ The same code runs over the local and the SSH transport; nothing here changes th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -347,14 +348,10 @@ class Gatherer:
     def _pythons(self) -> list[list[str]]:
         """Interpreters that may run the stdlib log filter, each as a safe argv prefix."""
         found = []
-        try:
+        with contextlib.suppress(DoctorError):
             found.append(self.exec.system_python(pid=self.pid))
-        except DoctorError:
-            pass
-        try:
+        with contextlib.suppress(DoctorError):
             found.append([*self.exec.prefix(self.launch_python, pid=self.pid), "-I"])
-        except DoctorError:
-            pass
         return found
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:

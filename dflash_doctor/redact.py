@@ -1,4 +1,9 @@
-"""Keep secrets out of every report: command lines, environment strings and log lines."""
+"""Keep secrets out of every report: command lines, environment strings and log lines.
+
+Only what is displayed is redacted; files are always edited from their unredacted text.
+Every pattern here is linear in the length of its input: quantifiers are bounded and names
+start only where a word starts, so a hostile 60 KB line costs microseconds, not seconds.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +14,61 @@ REDACTED = "***"
 # "token" only as a whole word part (HF_TOKEN, --token, access_token), never tokens/tokenizer:
 # SGLang has many harmless *_tokens settings.
 _SECRET_WORDS = (
-    r"(?:api[-_]?key|secret|passw(?:or)?d|credential|private[-_]?key"
+    r"(?:api[-_]?key|secret|passw(?:or)?d|credential|private[-_]?key|authori[sz]ation|cookie"
     r"|(?<![A-Za-z])token(?![A-Za-z_])|(?<![A-Za-z])auth(?![A-Za-z]))"
 )
+_SECRET_NAME = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # Names that look secret by the rule above but hold public values.
 _NOT_SECRET = {"mask_token"}
-_SECRET_FLAG = re.compile(rf"^--?[A-Za-z0-9_-]*{_SECRET_WORDS}[A-Za-z0-9_-]*$", re.IGNORECASE)
-_SECRET_ASSIGN = re.compile(
-    rf"^(--?[A-Za-z0-9_-]*{_SECRET_WORDS}[A-Za-z0-9_-]*=|[A-Za-z0-9_]*{_SECRET_WORDS}[A-Za-z0-9_]*=)(.+)$",
-    re.IGNORECASE,
-)
-# Inside free text (log lines, server_args dumps): key='value', key="value", key=value, KEY: value.
+_MAX_NAME = 128
+_MAX_VALUE = 4096
+_FLAG = re.compile(rf"--?[A-Za-z0-9_-]{{1,{_MAX_NAME}}}")
+_ASSIGN = re.compile(rf"(-{{0,2}}[A-Za-z0-9_-]{{1,{_MAX_NAME}}}=)(.+)", re.DOTALL)
+# Inside free text (log lines, server_args dumps, JSON): key='value', key="value",
+# key=value, KEY: value, "key": "value". The name starts where a word starts.
+# A name holding a secret word: bounded on both sides of the word, so linear.
+_NAME = rf"[A-Za-z0-9_.-]{{0,64}}?{_SECRET_WORDS}[A-Za-z0-9_.-]{{0,64}}"
 _TEXT_SECRET = re.compile(
-    rf"""(\b[A-Za-z0-9_]*{_SECRET_WORDS}[A-Za-z0-9_]*['"]?\s*[=:]\s*)('[^']*'|"[^"]*"|[^\s,)}}]+)""",
+    rf"""(?<![A-Za-z0-9_.-])({_NAME}['"]?[ \t]{{0,8}}[=:][ \t]{{0,8}})"""
+    rf"""('[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# A secret flag and its value, separated by blanks (`--api-key sk-1`, in scripts and logs).
+_FLAG_VALUE = re.compile(
+    rf"""(?<![A-Za-z0-9_-])(--?{_NAME}[ \t]{{1,8}})"""
+    rf"""(?!-)('[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s'"\\]{{1,{_MAX_VALUE}}})""",
+    re.IGNORECASE,
+)
+_SCHEMES = ("Bearer", "Basic", "Token", "Digest")
+_SCHEME_VALUE = re.compile(
+    rf"(\b(?:Bearer|Basic|Token|Digest)[ \t]{{1,8}})[A-Za-z0-9._~+/=-]{{1,{_MAX_VALUE}}}",
+    re.IGNORECASE,
+)
+# user:password@ in URLs (scheme://user:pass@host): the password goes.
+_URL_PASSWORD = re.compile(
+    rf"([A-Za-z][A-Za-z0-9+.-]{{0,31}}://[^\s/@:]{{0,{_MAX_NAME}}}:)[^\s/@]{{1,{_MAX_VALUE}}}@"
+)
 # Well-known token shapes, wherever they appear.
 _TOKEN_SHAPES = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})"
+    r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,256}|sk-[A-Za-z0-9_-]{16,256}|gh[pousr]_[A-Za-z0-9]{20,256})"
 )
+# A line that ends with a secret flag and no value: its value is on the next line
+# (a shell continuation `--api-key \`, a YAML list item `- --api-key`).
+_DANGLING_FLAG = re.compile(
+    rf"(?<![A-Za-z0-9_-])(--?[A-Za-z0-9_-]{{1,{_MAX_NAME}}})[ \t]*\\?[ \t]*$"
+)
+_FIRST_WORD = re.compile(rf"^([ \t+\-]{{0,64}}(?:-[ \t]{{1,8}})?)([^\s\\]{{1,{_MAX_VALUE}}})")
+
+
+def is_secret_name(name: str) -> bool:
+    name = name.strip("-'\" \t=:").lower()
+    return name not in _NOT_SECRET and bool(_SECRET_NAME.search(name[:_MAX_NAME]))
+
+
+def _shapes(text: str) -> str:
+    return _URL_PASSWORD.sub(
+        lambda m: m.group(1) + REDACTED + "@", _TOKEN_SHAPES.sub(REDACTED, text)
+    )
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -39,25 +79,74 @@ def redact_argv(argv: list[str]) -> list[str]:
             out.append(REDACTED)
             hide_next = False
             continue
-        m = _SECRET_ASSIGN.match(arg)
-        if m:
+        m = _ASSIGN.fullmatch(arg)
+        if m and is_secret_name(m.group(1)):
             out.append(m.group(1) + REDACTED)
             continue
-        if _SECRET_FLAG.match(arg):
+        if _FLAG.fullmatch(arg) and is_secret_name(arg):
             hide_next = True
-        out.append(_TOKEN_SHAPES.sub(REDACTED, arg))
+        out.append(_shapes(arg))
     return out
 
 
 def _keep_none(m: re.Match[str]) -> str:
     value = m.group(2)
-    name = m.group(1).rstrip("=: '\"").lower()
-    if value in ("None", "null", "''", '""') or name in _NOT_SECRET:
+    if not is_secret_name(m.group(1)) or value in ("None", "null", "''", '""', *_SCHEMES):
         return m.group(0)
     return m.group(1) + REDACTED
 
 
 def redact_text(text: str) -> str:
+    text = _SCHEME_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
     text = _TEXT_SECRET.sub(_keep_none, text)
-    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
-    return _TOKEN_SHAPES.sub(REDACTED, text)
+    text = _FLAG_VALUE.sub(_keep_none, text)
+    return _shapes(text)
+
+
+def redact_lines(lines: list[str]) -> list[str]:
+    """Redact text lines where a secret flag's value may sit on the next line (diffs too)."""
+    out = []
+    hide_next = False
+    for line in lines:
+        if hide_next:
+            line = _FIRST_WORD.sub(lambda m: m.group(1) + REDACTED, line, count=1)
+            hide_next = False
+        red = redact_text(line)
+        m = _DANGLING_FLAG.search(red)
+        hide_next = m is not None and is_secret_name(m.group(1))
+        out.append(red)
+    return out
+
+
+def redact_block(text: str) -> str:
+    """`redact_lines` over a whole text, keeping its line ends."""
+    lines = text.splitlines(keepends=True)
+    bodies = redact_lines([ln.rstrip("\r\n") for ln in lines])
+    return "".join(b + ln[len(ln.rstrip("\r\n")) :] for b, ln in zip(bodies, lines, strict=True))
+
+
+def shell_with_placeholders(argv: list[str]) -> tuple[str, list[str]]:
+    """A redacted argv as a shell line whose hidden secrets are `"$VARIABLE"`s to fill in.
+
+    `--api-key '***'` would start a server with the key `***`; the placeholder makes the
+    user supply the real value. Returns the line and the variables it uses.
+    """
+    import shlex
+
+    words: list[str] = []
+    names: list[str] = []
+    for i, arg in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        if arg == REDACTED and _FLAG.fullmatch(prev) and is_secret_name(prev):
+            var = "SGLANG_" + re.sub(r"[^A-Za-z0-9]", "_", prev.lstrip("-")).upper()
+            names.append(var)
+            words.append(f'"${var}"')
+            continue
+        m = _ASSIGN.fullmatch(arg)
+        if m and m.group(2) == REDACTED and is_secret_name(m.group(1)):
+            var = "SGLANG_" + re.sub(r"[^A-Za-z0-9]", "_", m.group(1).strip("-=")).upper()
+            names.append(var)
+            words.append(f'{shlex.quote(m.group(1))}"${var}"')
+            continue
+        words.append(shlex.quote(arg))
+    return " ".join(words), names

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from dflash_doctor.render.text import clean
 from dflash_doctor.report import Report
 
 
@@ -66,4 +67,5 @@ def render_junit(report: Report) -> str:
     suites.set("errors", str(errors))
     suites.set("skipped", str(skipped))
     ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    # Control characters from host text are not XML 1.0: a CI parser would reject the file.
+    return clean(ET.tostring(suites, encoding="unicode", xml_declaration=True)) + "\n"

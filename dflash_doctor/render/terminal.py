@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_doctor.checks.base import Check, Evidence, Finding, Severity
+from dflash_doctor.render.text import clean
 from dflash_doctor.report import HostReport, Report
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -16,12 +17,12 @@ STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: 
 
 def _where(ev: Evidence) -> str:
     if ev.file is None:
-        return ev.kind
-    return f"{ev.file}:{ev.line}" if ev.line is not None else ev.file
+        return clean(ev.kind)
+    return clean(f"{ev.file}:{ev.line}" if ev.line is not None else ev.file)
 
 
 def _host_line(host: HostReport) -> Text:
-    text = Text(host.host, style="bold")
+    text = Text(clean(host.host), style="bold")
     facts = host.facts
     if facts is None:
         return text
@@ -34,18 +35,18 @@ def _host_line(host: HostReport) -> Text:
     if facts.launch.value:
         parts.append(facts.launch.value.source)
     if parts:
-        text.append("  " + " | ".join(parts), style="dim")
+        text.append(clean("  " + " | ".join(parts)), style="dim")
     return text
 
 
 def _finding(f: Finding) -> Panel:
-    body: list[Text | Table] = [Text(f.message)]
+    body: list[Text | Table] = [Text(clean(f.message))]
     ev = Table.grid(padding=(0, 1))
     # Long paths fold inside their column rather than squeezing the evidence text out.
     ev.add_column(style="dim", overflow="fold", max_width=44)
     ev.add_column(ratio=1, overflow="fold")
     for e in f.evidence:
-        ev.add_row(_where(e), e.text)
+        ev.add_row(_where(e), clean(e.text))
     body.append(Text("Evidence", style="bold"))
     body.append(ev)
     if f.impact:
@@ -54,16 +55,16 @@ def _finding(f: Finding) -> Panel:
         impact.add_column(style="dim")
         impact.add_column()
         for k, v in f.impact.items():
-            impact.add_row(k, str(v))
+            impact.add_row(clean(k), clean(str(v)))
         body.append(impact)
     for fix in f.fixes:
         line = Text("Fix: ", style="bold green")
-        line.append(fix.describe())
+        line.append(clean(fix.describe()))
         if fix.note and fix.action != "manual":  # a manual fix's note is its description
-            line.append(f"  ({fix.note})", style="dim")
+            line.append(clean(f"  ({fix.note})"), style="dim")
         body.append(line)
     title = Text(f"{f.check_id} {f.severity.value}: ", style=STYLE[f.severity])
-    title.append(f.title, style="bold")
+    title.append(clean(f.title), style="bold")
     return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
 
 
@@ -71,25 +72,30 @@ def render_terminal(report: Report, console: Console) -> None:
     for host in report.hosts:
         console.rule(_host_line(host), align="left")
         if not host.reachable:
-            console.print(Text(f"unreachable: {host.error}", style="bold red"))
+            console.print(Text(clean(f"unreachable: {host.error}"), style="bold red"))
             continue
         for err in host.fact_errors:
-            console.print(Text(f"could not read {err}", style="yellow"))
+            console.print(Text(clean(f"could not read {err}"), style="yellow"))
         for finding in host.findings:
             if finding.suppressed is None:
                 console.print(_finding(finding))
             else:
                 console.print(
-                    Text(f"{finding.check_id} {finding.title}: {finding.suppressed}", style="dim")
+                    Text(
+                        clean(f"{finding.check_id} {finding.title}: {finding.suppressed}"),
+                        style="dim",
+                    )
                 )
         passed = [r.check_id for r in host.results if r.status == "passed"]
         if passed:
             console.print(Text("passed: " + ", ".join(passed), style="green"))
         for r in host.results:
             if r.status == "skipped":
-                console.print(Text(f"skipped {r.check_id} {r.name}: {r.reason}", style="dim"))
+                console.print(
+                    Text(clean(f"skipped {r.check_id} {r.name}: {r.reason}"), style="dim")
+                )
     for note in report.notes:
-        console.print(Text(note, style="yellow"))
+        console.print(Text(clean(note), style="yellow"))
     s = report.summary
     console.print(
         Text(
