@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -39,7 +40,13 @@ from dflash_doctor.render.progress import host_progress
 from dflash_doctor.render.sarif import render_sarif
 from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
 from dflash_doctor.render.text import clean
-from dflash_doctor.report import EXIT_UNREACHABLE, EXIT_USAGE, build_report
+from dflash_doctor.report import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    build_report,
+)
 from dflash_doctor.transport.ssh import SSHOptions
 
 app = typer.Typer(
@@ -64,6 +71,12 @@ class GateFormat(StrEnum):
 
 
 LOCAL_NAMES = ("local", "localhost")
+FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it checked nothing)"
+
+
+def _given(options: dict[str, tuple[str, str | None]]) -> dict[str, str]:
+    """Facts the command line named a path or pid for: unreadable ones are input errors."""
+    return {fact: f"{flag} {value}" for fact, (flag, value) in options.items() if value}
 
 
 def _specs(
@@ -250,6 +263,7 @@ def check(
     yes: Annotated[
         bool, typer.Option("--yes", help="with --bench: load a server that serves traffic")
     ] = False,
+    fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     chosen = _selection(select)
@@ -289,7 +303,20 @@ def check(
             probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
             bench=bench_options,
         )
-    report = build_report(reports, fail_on=fail_on)
+    report = build_report(
+        reports,
+        fail_on=fail_on,
+        fail_on_skip=fail_on_skip,
+        given=_given(
+            {
+                "log": ("--log", log),
+                "launch": ("--launch", launch),
+                "drafter": ("--drafter", drafter),
+            }
+            | {"target": ("--target", target)}
+            | ({"launch": ("--pid", str(pid))} if pid is not None else {})
+        ),
+    )
     if output is not None:
         try:
             output.write_text(render_json(report), encoding="utf-8")
@@ -432,6 +459,7 @@ def gate(
         Path, typer.Option("--root", help="repository root for SARIF locations")
     ] = Path("."),
     select: Annotated[str | None, typer.Option("--select", help="check ids to run")] = None,
+    fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
     chosen = _selection(select)
@@ -468,7 +496,13 @@ def gate(
         notes.insert(0, f"{len(found)} waiver(s) from {waiver_path}")
     if baseline is not None:
         apply_baseline(hosts, load_baseline(str(baseline)))
-    report = build_report(hosts, fail_on=fail_on, notes=notes)
+    report = build_report(
+        hosts,
+        fail_on=fail_on,
+        notes=notes,
+        fail_on_skip=fail_on_skip,
+        given=_given({"drafter": ("--drafter", drafter), "target": ("--target", target)}),
+    )
     rendered = {
         GateFormat.json: lambda: render_json(report),
         GateFormat.sarif: lambda: render_sarif(report, str(root)),
@@ -708,10 +742,34 @@ def version() -> None:
 
 def main() -> None:
     try:
-        app()
+        # Not standalone: click would turn an unexpected exception into exit 1, the code
+        # for findings. Here every way out has its documented code (report.py).
+        code = app(standalone_mode=False)
     except DoctorError as e:
         # soft_wrap: one line however long, never cut at the console width
         Console(stderr=True).print(
             clean(f"dflash-doctor: error: {e}"), markup=False, highlight=False, soft_wrap=True
         )
         sys.exit(EXIT_USAGE)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.TyperException as e:  # the command line itself is wrong
+        show = getattr(e, "show", None)
+        if callable(show):
+            show()
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as e:  # a crash is never exit 1 (findings)
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+        Console(stderr=True).print(
+            clean(f"dflash-doctor: internal error{at}: {type(e).__name__}: {str(e)[:200]}"),
+            markup=False,
+            highlight=False,
+        )
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(code if isinstance(code, int) else 0)

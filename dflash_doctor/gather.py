@@ -6,6 +6,7 @@ The same code runs over the local and the SSH transport; nothing here changes th
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import posixpath
@@ -77,6 +78,13 @@ def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
         return Fact[T].missing(str(e), source=where)
     except ValidationError as e:
         return Fact[T].missing(f"{host}:{where}: {validation_line(e)}", source=where)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError, csv.Error) as e:
+        # Hostile data reaching a corner no parser foresaw: still one line, never a traceback.
+        text = str(e).splitlines()[0][:160] if str(e) else ""
+        return Fact[T].missing(
+            f"{host}:{where}: cannot parse ({type(e).__name__}{': ' + text if text else ''})",
+            source=where,
+        )
 
 
 class Gatherer:
@@ -117,11 +125,12 @@ class Gatherer:
                 res = self.t.run(["pgrep", "-f", "sglang"], timeout=10)
                 # pgrep exits 1 when nothing matches: then there is no server process.
                 if res.returncode in (0, 1):
-                    return [int(x) for x in res.stdout.split() if x.isdigit()]
+                    return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
             except DoctorError:
                 pass
         entries = self.t.list_dir(self.spec.path("/proc"))
-        return [int(e) for e in entries[:MAX_PROCESSES] if e.isdigit()]
+        # ASCII digits only: str.isdigit accepts '²', which int() refuses.
+        return [int(e) for e in entries[:MAX_PROCESSES] if e.isascii() and e.isdigit()]
 
     def find_server(self) -> int | None:
         if self.spec.pid is not None:

@@ -22,6 +22,7 @@ words and the interpreter is an absolute path (it cannot start with `-`).
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,11 +32,13 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
 # Interpreters that are the host's own (the health wait and log filter need no SGLang).
-SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
+SYSTEM_PYTHONS = ("python3", "/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
 CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Environment names the doctor may pass on; values are the server's own (or none).
 PASSED_ENV = ("PYTHONPATH", "VIRTUAL_ENV", "HOME")
 MAX_PATH_CHARS = 4096
+# A bare interpreter name (`python3`, `python3.11`): looked up on the host's PATH.
+BARE_PYTHON = re.compile(r"python[0-9.]{0,8}")
 MAX_IMPORT_ENTRIES = 32
 
 
@@ -101,6 +104,15 @@ class HostExec:
         data = self.t.read_file(self.spec.path(f"/proc/{pid}/status"), max_bytes=64 * 1024)
         return parse_status_ids(data.decode("ascii", "replace"))
 
+    def which(self, name: str) -> str | None:
+        """A bare `python3` as the host's PATH finds it (the name goes in as `$1`)."""
+        try:
+            res = self.t.run(["sh", "-c", 'command -v -- "$1"', "sh", name], timeout=10)
+        except DoctorError:
+            return None
+        found = res.stdout.decode("utf-8", "replace").strip()
+        return found if res.ok and found.startswith("/") and "\n" not in found else None
+
     # -- what -----------------------------------------------------------------------------
 
     def _resolve(self, path: str) -> str:
@@ -152,6 +164,8 @@ class HostExec:
 
         Raises FactError with the reason when it must not run at all.
         """
+        if python and BARE_PYTHON.fullmatch(python):
+            python = self.which(python)
         if not python or not python.startswith("/"):
             raise FactError(f"not run: the interpreter {python!r} is not an absolute path")
         me = self.doctor_uid()

@@ -53,6 +53,11 @@ class HostSpec(BaseModel):
     python: str | None = Field(default=None, description="the Python that runs SGLang")
     hf_home: str | None = None
     labels: list[str] = Field(default_factory=list)
+    invalid: str | None = Field(
+        default=None,
+        description="set by the tool: why this host's own settings could not be read "
+        "(reported as this host's one-line error; the other hosts go on)",
+    )
 
     @property
     def recorded(self) -> bool:
@@ -66,6 +71,7 @@ class HostSpec(BaseModel):
 
 
 RECORDED_HOST_FILE = "host.yaml"
+MAX_HOST_FILE_BYTES = 1 << 20
 
 
 def load_recorded_host(directory: str, name: str | None = None) -> HostSpec:
@@ -77,20 +83,31 @@ def load_recorded_host(directory: str, name: str | None = None) -> HostSpec:
 
     from dflash_doctor.errors import UsageError, validation_line
 
+    if not os.path.isdir(directory):
+        raise UsageError(f"{directory}: not a directory")
+    host_name = name or os.path.basename(os.path.abspath(directory))
+    root = os.path.abspath(directory)
     path = os.path.join(directory, RECORDED_HOST_FILE)
+
+    def invalid(why: str) -> HostSpec:
+        # The tree exists: its bad settings are this host's error, not the whole run's.
+        return HostSpec(name=host_name, root=root, invalid=f"{path}: {why}")
+
     try:
+        if os.path.islink(path) or os.path.getsize(path) > MAX_HOST_FILE_BYTES:
+            return invalid("not a regular file of at most 1 MiB")
         with open(path, encoding="utf-8") as f:
             settings = yaml.safe_load(f) or {}
     except FileNotFoundError:
         settings = {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UsageError(f"{path}: cannot read host settings: {e}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as e:
+        return invalid(f"cannot read host settings: {type(e).__name__}")
     if not isinstance(settings, dict):
-        raise UsageError(f"{path}: host settings must be a mapping")
-    if not os.path.isdir(directory):
-        raise UsageError(f"{directory}: not a directory")
-    host_name = name or os.path.basename(os.path.abspath(directory))
+        return invalid("host settings must be a mapping")
+    reserved = sorted(k for k in ("name", "root", "invalid") if k in settings)
+    if reserved:
+        return invalid(f"{', '.join(reserved)} cannot be set in host.yaml")
     try:
-        return HostSpec(name=host_name, root=os.path.abspath(directory), **settings)
+        return HostSpec(name=host_name, root=root, **{str(k): v for k, v in settings.items()})
     except ValidationError as e:
-        raise UsageError(f"{path}: {validation_line(e)}") from None
+        return invalid(validation_line(e))

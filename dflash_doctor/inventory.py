@@ -51,6 +51,9 @@ class Inventory(BaseModel):
         out = []
         for name, entry in self.hosts.items():
             settings = {**self.defaults, **(entry or {})}
+            reserved = sorted(k for k in ("name", "invalid") if k in settings)
+            if reserved:
+                raise UsageError(f"inventory host {name!r}: {', '.join(reserved)} is not a key")
             if "address" not in settings and name not in LOCAL_NAMES:
                 settings["address"] = name
             if self.source_path is not None:
@@ -90,6 +93,8 @@ def load_inventory(path: str) -> Inventory:
         raw = yaml.safe_load(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise UsageError(f"{path}: inventory is not UTF-8 text") from None
+    except (ValueError, RecursionError) as e:
+        raise UsageError(f"{path}: invalid YAML ({str(e).splitlines()[0][:120]})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

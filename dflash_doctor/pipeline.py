@@ -7,6 +7,7 @@ its connection is closed, so one slow or hung host never holds up the others.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -50,6 +51,11 @@ def open_transport(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
     return SSHTransport(spec.name, spec.address, options)
 
 
+# Set on Ctrl-C: every host still running reports "cancelled" at once.
+CANCEL = threading.Event()
+_POLL_S = 0.2
+
+
 def check_host(
     spec: HostSpec,
     select: list[str] | None = None,
@@ -59,10 +65,56 @@ def check_host(
     probe: ProbeOptions | None = None,
     bench: BenchOptions | None = None,
 ) -> HostReport:
+    """One host's report, within its budget, whatever its data does.
+
+    The work runs in a daemon thread: the budget then covers CPU work too (a parser that
+    spins is abandoned, not waited for), and any exception becomes this host's one line.
+    """
+    if spec.invalid is not None:
+        return HostReport(host=spec.name, error=spec.invalid)
+    box: list[HostReport] = []
+    transports: list[Transport] = []
+
+    def work() -> None:
+        try:
+            box.append(_check_host(spec, select, ssh, timeout, probe, bench, transports))
+        except Exception as e:  # one host's bad data never stops the run
+            box.append(HostReport(host=spec.name, error=_crash_line(spec.name, e)))
+
+    thread = threading.Thread(target=work, name=f"host-{spec.name}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout + 1.0
+    while thread.is_alive() and time.monotonic() < deadline and not CANCEL.is_set():
+        thread.join(_POLL_S)
+    if box:
+        return box[0]
+    for t in transports:
+        t.close()  # wakes whatever read is blocked on this host
+    why = "cancelled" if CANCEL.is_set() else f"timed out after {timeout:g}s"
+    return HostReport(host=spec.name, reachable=False, error=f"{spec.name}: {why}")
+
+
+def _crash_line(host: str, e: BaseException) -> str:
+    text = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{host}: cannot process this host's data: {type(e).__name__}" + (
+        f": {text}" if text else ""
+    )
+
+
+def _check_host(
+    spec: HostSpec,
+    select: list[str] | None,
+    ssh: SSHOptions | None,
+    timeout: float,
+    probe: ProbeOptions | None,
+    bench: BenchOptions | None,
+    transports: list[Transport],
+) -> HostReport:
     try:
         transport = open_transport(spec, ssh)
     except DoctorError as e:
         return HostReport(host=spec.name, reachable=False, error=str(e))
+    transports.append(transport)
     expired = threading.Event()
 
     def expire() -> None:
@@ -118,15 +170,30 @@ def check_hosts(
     probe: ProbeOptions | None = None,
     bench: BenchOptions | None = None,
 ) -> list[HostReport]:
-    """Check every host, at most `jobs` at a time; reports come back in the input order."""
+    """Check every host, at most `jobs` at a time; reports come back in the input order.
+
+    Ctrl-C cancels promptly: hosts still running report "cancelled" and the
+    KeyboardInterrupt goes on to the caller.
+    """
+    CANCEL.clear()
 
     def one(spec: HostSpec) -> HostReport:
         report = check_host(spec, select, ssh=ssh, timeout=timeout, probe=probe, bench=bench)
-        if on_done is not None:
+        if on_done is not None and not CANCEL.is_set():
             on_done(report)
         return report
 
     if len(specs) <= 1 or jobs <= 1:
-        return [one(s) for s in specs]
-    with ThreadPoolExecutor(max_workers=min(jobs, len(specs))) as pool:
+        try:
+            return [one(s) for s in specs]
+        except KeyboardInterrupt:
+            CANCEL.set()
+            raise
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(specs)))
+    try:
         return list(pool.map(one, specs))
+    except KeyboardInterrupt:
+        CANCEL.set()
+        raise
+    finally:
+        pool.shutdown(wait=not CANCEL.is_set(), cancel_futures=True)

@@ -94,8 +94,10 @@ def _read(path: str) -> dict[str, Any] | None:
         return section if isinstance(section, dict) else None
     try:
         raw = yaml.safe_load(data.decode("utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError):
-        raise UsageError(f"{path}: invalid YAML") from None
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        # ValueError: a date such as 2026-13-45 fails in the YAML timestamp constructor.
+        why = f" ({str(e).splitlines()[0][:120]})" if isinstance(e, ValueError) else ""
+        raise UsageError(f"{path}: invalid YAML{why}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: must be a mapping with a 'waivers' list")
     return raw

@@ -1,8 +1,10 @@
 """The report: per-host results, the summary and the exit code (schema version 1).
 
 The exit code is decided here, never in a renderer:
-0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or input error,
-3 a host unreachable (takes precedence over 1), 4 a fix that failed and was rolled back.
+0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or input error (a host
+whose data could not be processed; with --fail-on-skip, a check skipped for want of facts),
+3 a host unreachable or timed out, 4 a fix that failed, 5 an internal error (a bug in
+dflash-doctor, never findings), 130 interrupted (Ctrl-C). Precedence: 3, then 2, then 1.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_FIX_FAILED = 4
+EXIT_INTERNAL = 5
+EXIT_INTERRUPTED = 130
 
 
 class HostReport(BaseModel):
@@ -45,6 +49,8 @@ class Summary(BaseModel):
     warnings: int = 0
     infos: int = 0
     suppressed: int = 0
+    # Hosts reached whose data could not be processed (each has its one-line error).
+    host_errors: int = 0
 
 
 class Report(BaseModel):
@@ -72,13 +78,22 @@ def fact_errors(facts: HostFacts) -> list[str]:
 
 
 def build_report(
-    hosts: list[HostReport], fail_on: Severity = Severity.ERROR, notes: list[str] | None = None
+    hosts: list[HostReport],
+    fail_on: Severity = Severity.ERROR,
+    notes: list[str] | None = None,
+    *,
+    fail_on_skip: bool = False,
+    given: dict[str, str] | None = None,
 ) -> Report:
+    """`given`: fact name -> the command-line option that named it (`drafter` -> `--drafter
+    models/x`); such a fact left unread is an input error, not a skip."""
     summary = Summary(hosts=len(hosts))
     gate = False
     for host in hosts:
         if not host.reachable:
             summary.unreachable += 1
+        elif host.error is not None:
+            summary.host_errors += 1
         for result in host.results:
             setattr(summary, result.status, getattr(summary, result.status) + 1)
         for finding in host.findings:
@@ -91,9 +106,30 @@ def build_report(
             setattr(summary, key, getattr(summary, key) + 1)
             if finding.severity.rank >= fail_on.rank:
                 gate = True
+    notes = list(notes or [])
+    input_errors = []
+    for host in hosts:
+        if host.facts is None:
+            continue
+        for name, option in (given or {}).items():
+            fact = getattr(host.facts, name)
+            if fact.value is None:
+                input_errors.append(f"{host.host}: {option} could not be read: {fact.error}")
+        if host.results and all(r.status == "skipped" for r in host.results):
+            input_errors.append(f"{host.host}: no check could run: nothing was checked")
+    notes.extend(input_errors)
+    if summary.skipped:
+        # A run that checked less than it could must not look green (issue 10 item 15).
+        notes.append(
+            f"{summary.skipped} check(s) were skipped for want of facts, so they checked "
+            "nothing: see each skip's reason"
+            + ("" if fail_on_skip else "; --fail-on-skip makes this fail the run")
+        )
     code = EXIT_OK
     if gate:
         code = EXIT_FINDINGS
+    if summary.host_errors or input_errors or (fail_on_skip and summary.skipped):
+        code = EXIT_USAGE
     if summary.unreachable:
         code = EXIT_UNREACHABLE
-    return Report(fail_on=fail_on, hosts=hosts, summary=summary, notes=notes or [], exit_code=code)
+    return Report(fail_on=fail_on, hosts=hosts, summary=summary, notes=notes, exit_code=code)

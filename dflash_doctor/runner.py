@@ -32,6 +32,14 @@ def run_check(check: Check, facts: HostFacts) -> CheckResult:
         findings = check.func(facts)
     except Skip as skip:
         return CheckResult(status="skipped", reason=str(skip), **base)
+    except Exception as e:  # a check crashing on hostile facts checked nothing
+        why = str(e).splitlines()[0][:160] if str(e) else ""
+        return CheckResult(
+            status="skipped",
+            reason=f"the check could not judge these facts ({type(e).__name__}"
+            + (f": {why})" if why else ")"),
+            **base,
+        )
     status = "failed" if findings else "passed"
     return CheckResult(status=status, findings=findings, **base)
 

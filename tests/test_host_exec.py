@@ -200,9 +200,12 @@ def test_interpreter_in_a_user_writable_directory_is_refused_for_root(tmp_path: 
 def test_option_strings_never_run() -> None:
     """`env -S ... /python3` as argv[0]: not an absolute path, so not run; no env option."""
     host = HostExec(LocalTransport("h"), HostSpec(name="h"))
-    for bad in ("-S /tmp/x/python3", "python3", "--split-string=/tmp/python3", ""):
+    for bad in ("-S /tmp/x/python3", "bin/python3", "--split-string=/tmp/python3", ""):
         with pytest.raises(FactError, match="not an absolute path"):
             host.prefix(bad, pid=None)
+    # a bare name is looked up on the host's PATH, and the result checked like any other
+    argv = host.prefix("python3", pid=None)
+    assert argv[-1].startswith("/") and argv[-1].endswith(("python3", "python3.11"))
 
 
 def test_root_own_interpreter_runs_as_is() -> None:

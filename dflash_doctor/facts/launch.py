@@ -44,7 +44,28 @@ class FlagSpec:
 
 
 def _positive_int(text: str) -> int:
-    return int(text)
+    # ASCII digits only, a sane length: `int` takes '²'-like digits and 4,300-digit numbers.
+    if not (text.isascii() and text.strip().isdigit() and len(text.strip()) <= 18):
+        raise ValueError(text)
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+# Hostile-input bounds (issue 10): argparse is quadratic in option-like tokens (25,000 `-x`
+# took 31 s); no real launch command has more than a few hundred words.
+MAX_ARGV_WORDS = 1024
+MAX_ARG_CHARS = 64 * 1024
+
+
+def check_argv_bounds(argv: list[str]) -> None:
+    """Refuse command lines no server has, before any quadratic work."""
+    if len(argv) > MAX_ARGV_WORDS:
+        raise FactError(f"launch command has {len(argv)} words, more than {MAX_ARGV_WORDS}")
+    longest = max((len(a) for a in argv), default=0)
+    if longest > MAX_ARG_CHARS:
+        raise FactError(f"launch command has a {longest}-character word")
 
 
 FLAG_SPECS: tuple[FlagSpec, ...] = (
@@ -130,6 +151,7 @@ def parse_argv(
     notes: Sequence[str] = (),
 ) -> LaunchArgs:
     """`lost`: shell variables that could not be expanded (their words hold `${NAME}`)."""
+    check_argv_bounds(argv)
     start = sglang_args_start(argv)
     parser_notes = list(notes)
     server_argv = argv[start:]
@@ -144,7 +166,9 @@ def parse_argv(
         try:
             values[spec.dest] = spec.kind(raw)
         except (ValueError, argparse.ArgumentTypeError):
-            raise FactError(f"{spec.flags[0]} expects a number, got {raw!r}") from None
+            raise FactError(
+                f"{spec.flags[0]} expects a number (positive), got {str(raw)[:40]!r}"
+            ) from None
     present = [a.split("=", 1)[0] for a in server_argv if a.split("=", 1)[0] in FLAG_BY_NAME]
     window_flag: str | None = None
     window: object = None

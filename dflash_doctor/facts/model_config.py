@@ -16,6 +16,19 @@ from dflash_doctor.facts.models import DrafterConfig, TargetConfig
 # Config files are a few KiB; anything far larger is not a model config.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
 
+# Hostile-input bounds (issue 10): no real config has more layers or larger counts; larger
+# values would cost memory (a list per layer) or overflow fixed-width arithmetic later.
+MAX_LAYERS = 4096
+MAX_CONFIG_INT = 1 << 40
+MAX_INT_DIGITS = 20
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise FactError(f"integer of {len(text)} digits: larger than any config value")
+    return int(text)
+
+
 _KEY_RE = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
 
 
@@ -27,9 +40,11 @@ def _load_object(data: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise FactError(f"config is not UTF-8 text (byte {e.start})") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as e:
         raise FactError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise FactError("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise FactError(f"config JSON is a {type(obj).__name__}, not an object")
     return obj
@@ -52,9 +67,11 @@ def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None
         return None
     # bool is an int in Python; a config with `true` for a count is malformed.
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_CONFIG_INT:
             return int(value)
-        raise FactError(f"key {key!r} should be an integer, got {value!r}")
+        raise FactError(f"key {key!r} should be an integer, got {str(value)[:40]}")
+    if abs(value) > MAX_CONFIG_INT:
+        raise FactError(f"key {key!r} is out of range: {str(value)[:40]}")
     return value
 
 
@@ -219,6 +236,8 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     head_dim = _int(obj, "head_dim") or (hidden // heads if heads else 0)
     if num_layers <= 0 or heads <= 0 or kv_heads <= 0 or head_dim <= 0:
         raise FactError("layer, head and head_dim counts must be positive")
+    if num_layers > MAX_LAYERS:
+        raise FactError(f"num_hidden_layers {num_layers} is more than {MAX_LAYERS}")
     use_sw = obj.get("use_sliding_window")
     if use_sw is None:
         use_sw = False  # absent or null: the Qwen3Config default
@@ -226,6 +245,8 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         raise FactError(f"key 'use_sliding_window' should be true or false, got {use_sw!r}")
     model_type = obj.get("model_type") if isinstance(obj.get("model_type"), str) else None
     sliding_window = _int(obj, "sliding_window")
+    if sliding_window is not None and sliding_window < 0:
+        raise FactError(f"sliding_window {sliding_window} is negative")
     max_window_layers = _int(obj, "max_window_layers")
     dflash = obj.get("dflash_config") or {}
     if not isinstance(dflash, dict):

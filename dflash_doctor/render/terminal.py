@@ -74,6 +74,8 @@ def render_terminal(report: Report, console: Console) -> None:
         if not host.reachable:
             console.print(Text(clean(f"unreachable: {host.error}"), style="bold red"))
             continue
+        if host.error is not None:
+            console.print(Text(clean(f"error: {host.error}"), style="bold red"))
         for err in host.fact_errors:
             console.print(Text(clean(f"could not read {err}"), style="yellow"))
         for finding in host.findings:
@@ -99,7 +101,9 @@ def render_terminal(report: Report, console: Console) -> None:
     s = report.summary
     console.print(
         Text(
-            f"{s.hosts} host(s), {s.unreachable} unreachable: {s.errors} error(s), "
+            f"{s.hosts} host(s), {s.unreachable} unreachable"
+            + (f", {s.host_errors} with unreadable data" if s.host_errors else "")
+            + f": {s.errors} error(s), "
             f"{s.warnings} warning(s), {s.infos} info, {s.suppressed} suppressed; "
             f"checks {s.passed} passed, {s.failed} failed, {s.skipped} skipped "
             f"(fail on {report.fail_on.value}: exit {report.exit_code})",

@@ -227,6 +227,10 @@ class SSHTransport:
                 client.load_host_keys(r.known_hosts)
             except (OSError, paramiko.SSHException) as e:
                 raise TransportError(f"{r.known_hosts}: cannot read known_hosts: {e}") from None
+            except Exception as e:  # InvalidHostKey, UnicodeDecodeError, binascii
+                raise TransportError(
+                    f"{r.known_hosts}: cannot read known_hosts: {type(e).__name__}"
+                ) from None
         client.set_missing_host_key_policy(
             _HostKeyPolicy(self.options.accept_new_host_key, r.known_hosts)
         )
