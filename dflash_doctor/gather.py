@@ -321,7 +321,7 @@ class Gatherer:
             return None
         for fd in (1, 2):
             try:
-                target = self.t.readlink(self.spec.path(f"/proc/{self.pid}/fd/{fd}"))
+                target = self.t.readlink(self.spec.path(f"/proc/{self.pid}/fd/{fd}", follow=False))
             except DoctorError:
                 continue
             if target.startswith("/") and not target.startswith("/dev/"):

@@ -154,14 +154,19 @@ def test_live_local_host_without_server() -> None:
 
 
 def test_recorded_host_spec_errors(tmp_path: Path) -> None:
-    from dflash_doctor.errors import UsageError
-
-    (tmp_path / "host.yaml").write_text("launch_file: [unclosed\n")
-    with pytest.raises(UsageError, match=r"host\.yaml"):
-        load_recorded_host(str(tmp_path))
-    (tmp_path / "host.yaml").write_text("no_such_setting: 1\n")
-    with pytest.raises(UsageError, match="no_such_setting"):
-        load_recorded_host(str(tmp_path))
+    """A bad host.yaml is that host's one-line error (issue 10 item 5), not the run's."""
+    for text, why in (
+        ("launch_file: [unclosed\n", "cannot read host settings"),
+        ("no_such_setting: 1\n", "no_such_setting"),
+        ("root: /\n", "root cannot be set"),  # was a TypeError traceback
+        ("name: x\n", "name cannot be set"),
+        ("- a\n", "must be a mapping"),
+    ):
+        (tmp_path / "host.yaml").write_text(text)
+        spec = load_recorded_host(str(tmp_path))
+        assert spec.invalid is not None and "host.yaml" in spec.invalid and why in spec.invalid
+        report = check_host(spec)
+        assert report.error == spec.invalid and not report.results
 
 
 def test_unreadable_sglang_source_falls_back_to_the_version(seed_copy: Path) -> None:
