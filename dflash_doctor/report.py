@@ -23,6 +23,8 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_FIX_FAILED = 4
 EXIT_INTERNAL = 5
+# Skip reasons of checks that could not judge (runner.py): a fact missing, or unusable.
+UNJUDGED_PREFIXES = ("needs ", "the check could not judge")
 EXIT_INTERRUPTED = 130
 
 
@@ -77,6 +79,12 @@ def fact_errors(facts: HostFacts) -> list[str]:
     return errors
 
 
+def wanted_facts(result: CheckResult) -> bool:
+    """Skipped because a fact it needs could not be read (not merely not applicable)."""
+    reason = result.reason or ""
+    return result.status == "skipped" and reason.startswith(UNJUDGED_PREFIXES)
+
+
 def build_report(
     hosts: list[HostReport],
     fail_on: Severity = Severity.ERROR,
@@ -118,17 +126,18 @@ def build_report(
         if host.results and all(r.status == "skipped" for r in host.results):
             input_errors.append(f"{host.host}: no check could run: nothing was checked")
     notes.extend(input_errors)
-    if summary.skipped:
+    unjudged = sum(1 for h in hosts for r in h.results if wanted_facts(r))
+    if unjudged:
         # A run that checked less than it could must not look green (issue 10 item 15).
         notes.append(
-            f"{summary.skipped} check(s) were skipped for want of facts, so they checked "
-            "nothing: see each skip's reason"
+            f"{unjudged} check(s) were skipped for want of facts, so they checked nothing: "
+            "see each skip's reason"
             + ("" if fail_on_skip else "; --fail-on-skip makes this fail the run")
         )
     code = EXIT_OK
     if gate:
         code = EXIT_FINDINGS
-    if summary.host_errors or input_errors or (fail_on_skip and summary.skipped):
+    if summary.host_errors or input_errors or (fail_on_skip and unjudged):
         code = EXIT_USAGE
     if summary.unreachable:
         code = EXIT_UNREACHABLE
