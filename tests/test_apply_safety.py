@@ -250,7 +250,7 @@ def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
 
 
 def test_a_second_apply_waits_for_the_lock(tmp_path: Path) -> None:
-    spec, plan, script = offline_plan(tmp_path)
+    spec, plan, _script = offline_plan(tmp_path)
     (tmp_path / "serve.sh.dflash-doctor.lock").mkdir()
     out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
     assert out.status == "failed" and "another dflash-doctor apply" in out.message
@@ -296,7 +296,7 @@ class _LowDisk(LocalTransport):
 
 def test_full_disk_is_refused_before_anything_stops(tmp_path: Path) -> None:
     """Item 10: no space for the backup and the new file: nothing is stopped or written."""
-    spec, plan, script = offline_plan(tmp_path)
+    _spec, plan, script = offline_plan(tmp_path)
     live = HostSpec(name="h")
     a = Applier(live, _LowDisk("h"), 5)
     with pytest.raises(TransportError, match="nothing was changed"):
