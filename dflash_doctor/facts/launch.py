@@ -377,6 +377,8 @@ def parse_compose(data: bytes, *, source: str, service: str | None = None) -> La
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise FactError(f"invalid YAML{where}") from None
+    except (RecursionError, ValueError):  # nested thousands deep; a bad timestamp
+        raise FactError("invalid YAML (nested too deeply or a bad value)") from None
     services = doc.get("services") if isinstance(doc, dict) else None
     if not isinstance(services, dict):
         raise FactError("compose file has no services")
