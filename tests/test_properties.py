@@ -233,7 +233,7 @@ def test_check_host_dir_on_hostile_trees(changes: list[tuple[str, tuple[str, byt
             cwd=REPO,
             timeout=CLI_TIMEOUT_S,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-            preexec_fn=_limit_memory if os.name == "posix" else None,  # noqa: PLW1509
+            preexec_fn=_limit_memory if os.name == "posix" else None,
         )
     err = p.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, err
