@@ -8,7 +8,9 @@ refused unless `accept_new_host_key` (then it is recorded), a changed key always
 
 from __future__ import annotations
 
+import fcntl
 import getpass
+import logging
 import os
 import posixpath
 import select
@@ -16,6 +18,7 @@ import shlex
 import socket
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +28,10 @@ import paramiko
 
 from dflash_doctor.errors import HostUnreachable, TransportError
 from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
+
+# paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
+# last-resort handler would print it on stderr. Every failure reaches the user as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 
@@ -83,6 +90,9 @@ class Resolved:
     identity_files: tuple[str, ...]
     proxy_jump: str | None
     known_hosts: str
+    # Every other file OpenSSH would consult (the further UserKnownHostsFile words and the
+    # GlobalKnownHostsFile ones): read, never written; a changed key in any is refused.
+    other_known_hosts: tuple[str, ...] = ()
 
 
 def _expand(path: str) -> str:
@@ -103,8 +113,11 @@ def resolve(target_text: str, options: SSHOptions) -> Resolved:
     identities = tuple(_expand(p) for p in options.identity_files) + tuple(
         _expand(p) for p in looked.get("identityfile", [])
     )
-    known = options.known_hosts or (looked.get("userknownhostsfile") or "~/.ssh/known_hosts")
-    known = _expand(str(known).split()[0])
+    user_words = _words(looked.get("userknownhostsfile")) or ["~/.ssh/known_hosts"]
+    global_words = _words(looked.get("globalknownhostsfile")) or list(GLOBAL_KNOWN_HOSTS)
+    known = _expand(options.known_hosts or user_words[0])
+    others = [] if options.known_hosts else user_words[1:]
+    other_known = tuple(dict.fromkeys(_expand(w) for w in [*others, *global_words] if w != "none"))
     jump = options.proxy_jump or looked.get("proxyjump")
     if jump in ("none", ""):
         jump = None
@@ -116,7 +129,18 @@ def resolve(target_text: str, options: SSHOptions) -> Resolved:
         identity_files=identities,
         proxy_jump=jump,
         known_hosts=known,
+        other_known_hosts=tuple(p for p in other_known if p != known),
     )
+
+
+GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+
+
+def _words(value: object) -> list[str]:
+    """An ssh_config value that may hold several paths (a string or a list of them)."""
+    if isinstance(value, list | tuple):
+        return [w for v in value for w in str(v).split()]
+    return str(value).split() if value else []
 
 
 class UnknownHostKey(paramiko.SSHException):
@@ -124,6 +148,9 @@ class UnknownHostKey(paramiko.SSHException):
         super().__init__(hostname)
         self.hostname = hostname
         self.key = key
+
+
+_RECORD_LOCK = threading.Lock()
 
 
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
@@ -136,15 +163,27 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     ) -> None:
         if not self.accept_new:
             raise UnknownHostKey(hostname, key)
-        client.get_host_keys().add(hostname, key.get_name(), key)
         directory = os.path.dirname(self.known_hosts)
         if directory:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        entry = paramiko.hostkeys.HostKeyEntry([hostname], key)
-        line = entry.to_line()
-        if line:
-            with open(self.known_hosts, "a", encoding="utf-8") as f:
-                f.write(line)
+        # Many connections to one new host at once record its key once: under a lock (this
+        # process) and flock (other processes), the file is re-read before appending.
+        with _RECORD_LOCK, open(self.known_hosts, "a", encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            recorded = paramiko.HostKeys()
+            try:
+                recorded.load(self.known_hosts)
+            except Exception:  # unreadable lines: treat as no entry, append ours
+                recorded = paramiko.HostKeys()
+            have = recorded.lookup(hostname)
+            if have is not None and key.get_name() in have:
+                if have[key.get_name()] != key:
+                    raise paramiko.BadHostKeyException(hostname, key, have[key.get_name()])
+            else:
+                line = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line()
+                if line:
+                    f.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
 
 
 def _fingerprint(key: paramiko.PKey) -> str:
@@ -230,6 +269,16 @@ class SSHTransport:
             except Exception as e:  # InvalidHostKey, UnicodeDecodeError, binascii
                 raise TransportError(
                     f"{r.known_hosts}: cannot read known_hosts: {type(e).__name__}"
+                ) from None
+        for other in r.other_known_hosts:
+            # Consulted like OpenSSH does; keys there are checked first and never rewritten.
+            if not os.path.isfile(other):
+                continue
+            try:
+                client.load_system_host_keys(other)
+            except Exception as e:
+                raise TransportError(
+                    f"{other}: cannot read known_hosts: {type(e).__name__}"
                 ) from None
         client.set_missing_host_key_policy(
             _HostKeyPolicy(self.options.accept_new_host_key, r.known_hosts)

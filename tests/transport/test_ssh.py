@@ -136,3 +136,78 @@ def test_proxy_jump(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
         assert t.run(["echo", "through the jump host"]).stdout == b"through the jump host\n"
     finally:
         t.close()
+
+
+def test_every_known_hosts_file_is_consulted(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Item 13: a changed key in the second UserKnownHostsFile word or in a
+    GlobalKnownHostsFile is refused even under --accept-new-host-key."""
+    other = (sshd.directory / "id_wrong.pub").read_text().split()
+    stale = f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n"
+    first, second, glob = tmp_path / "kh1", tmp_path / "kh2", tmp_path / "global"
+    for where in ("user", "global"):
+        first.write_text("")
+        second.write_text(stale if where == "user" else "")
+        glob.write_text(stale if where == "global" else "")
+        cfg = tmp_path / "config"
+        cfg.write_text(
+            f"Host *\n  UserKnownHostsFile {first} {second}\n  GlobalKnownHostsFile {glob}\n"
+        )
+        opts = dataclasses.replace(
+            ssh_options, known_hosts=None, ssh_config=str(cfg), accept_new_host_key=True
+        )
+        with pytest.raises(HostUnreachable, match="HOST KEY CHANGED"):
+            SSHTransport("h", sshd.address, opts)
+        assert first.read_text() == ""  # nothing recorded
+
+
+def test_parallel_connections_record_a_new_key_once(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    known = tmp_path / "known_hosts"
+    opts = dataclasses.replace(ssh_options, known_hosts=str(known), accept_new_host_key=True)
+
+    def connect(_: int) -> None:
+        SSHTransport("h", sshd.address, opts).close()
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        list(pool.map(connect, range(20)))
+    lines = [ln for ln in known.read_text().splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+
+
+def test_garbage_banner_is_one_line_without_traceback(tmp_path: Path) -> None:
+    """Item 16: a server that answers garbage: one line, no paramiko traceback on stderr."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def answer() -> None:
+        for _ in range(4):
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.sendall(b"\x00\xff garbage banner \x1b[2J\r\n" * 50)
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    repo = Path(__file__).resolve().parents[2]
+    p = subprocess.run(
+        [
+            sys.executable, "-m", "dflash_doctor", "check", f"127.0.0.1:{port}",
+            "--known-hosts", str(tmp_path / "kh"), "--ssh-config", "/dev/null",
+            "--connect-timeout", "3", "--timeout", "20",
+        ],
+        capture_output=True, text=True, timeout=120, cwd=repo,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo)},
+    )  # fmt: skip
+    srv.close()
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and "\x1b" not in p.stdout + p.stderr
+    assert "unreachable" in p.stdout
