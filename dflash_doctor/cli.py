@@ -24,7 +24,7 @@ from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
 from dflash_doctor.checks.retired import RETIRED
 from dflash_doctor.demo import demo_host
-from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError
+from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError, one_line
 from dflash_doctor.fix.session import fix_host
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
@@ -748,7 +748,10 @@ def main() -> None:
     except DoctorError as e:
         # soft_wrap: one line however long, never cut at the console width
         Console(stderr=True).print(
-            clean(f"dflash-doctor: error: {e}"), markup=False, highlight=False, soft_wrap=True
+            clean(one_line(f"dflash-doctor: error: {e}")),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         sys.exit(EXIT_USAGE)
     except typer.Exit as e:

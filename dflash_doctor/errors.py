@@ -21,6 +21,12 @@ class UsageError(DoctorError):
     """The command line or an input file given by the user is wrong (exit code 2)."""
 
 
+def one_line(text: str, limit: int = 2000) -> str:
+    """A message as one line: newlines (from host paths or values) shown as `\\n`, bounded."""
+    flat = text.replace("\r", "\\r").replace("\n", "\\n")
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def validation_line(error: object) -> str:
     """The first problem of a pydantic ValidationError, as `field.path: message`."""
     errors = getattr(error, "errors", None)

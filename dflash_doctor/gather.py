@@ -394,12 +394,18 @@ class Gatherer:
         )
 
     def _version_from_dist_info(self, python: str) -> Fact[str] | None:
+        """The `sglang-*.dist-info` beside the interpreter; None when there is none.
+
+        Two of them (a botched upgrade) are ambiguous: the host's Python is then asked which
+        one it imports (as the server's owner), or the fact says it is ambiguous.
+        """
         prefix = posixpath.dirname(posixpath.dirname(python))
         lib = posixpath.join(prefix, "lib")
         try:
             pythons = [d for d in self.t.list_dir(self.spec.path(lib)) if d.startswith("python3")]
         except DoctorError:
             return None
+        found: list[tuple[str, str]] = []
         for py in pythons:
             for sub in ("site-packages", "dist-packages"):
                 site = posixpath.join(lib, py, sub)
@@ -410,8 +416,25 @@ class Gatherer:
                 for entry in entries:
                     m = re.fullmatch(r"sglang-([^-]+)\.dist-info", entry)
                     if m:
-                        return Fact[str].of(m.group(1), source=posixpath.join(site, entry))
-        return None
+                        found.append((m.group(1), posixpath.join(site, entry)))
+        versions = sorted({v for v, _ in found})
+        if not found:
+            return None
+        if len(versions) == 1:
+            return Fact[str].of(found[0][0], source=found[0][1])
+        where = ", ".join(p for _, p in found)
+        if not (self.spec.offline or self.spec.recorded):
+            asked = _attempt(
+                self.host,
+                f"{python} -c importlib.metadata",
+                lambda: self._version_by_running(python),
+            )
+            if asked.value is not None:
+                return asked
+        return Fact[str].missing(
+            f"{self.host}: SGLang version is ambiguous: {' and '.join(versions)} are both "
+            f"installed ({where}); declare it with --sglang-version"
+        )
 
     def _version_by_running(self, python: str) -> str:
         prefix = self.exec.prefix(python, pid=self.pid, env=self.environ)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from dflash_doctor.errors import DoctorError, HostUnreachable
+from dflash_doctor.errors import DoctorError, HostUnreachable, one_line
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
@@ -71,7 +71,7 @@ def check_host(
     spins is abandoned, not waited for), and any exception becomes this host's one line.
     """
     if spec.invalid is not None:
-        return HostReport(host=spec.name, error=spec.invalid)
+        return HostReport(host=spec.name, error=one_line(spec.invalid))
     box: list[HostReport] = []
     transports: list[Transport] = []
 
@@ -87,7 +87,10 @@ def check_host(
     while thread.is_alive() and time.monotonic() < deadline and not CANCEL.is_set():
         thread.join(_POLL_S)
     if box:
-        return box[0]
+        report = box[0]
+        if report.error is not None:
+            report.error = one_line(report.error)
+        return report
     for t in transports:
         t.close()  # wakes whatever read is blocked on this host
     why = "cancelled" if CANCEL.is_set() else f"timed out after {timeout:g}s"

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from dflash_doctor import __version__
 from dflash_doctor.checks.base import CheckResult, Finding, Severity
+from dflash_doctor.errors import one_line
 from dflash_doctor.facts.models import HostFacts
 
 SCHEMA_VERSION = 1
@@ -72,10 +73,10 @@ def fact_errors(facts: HostFacts) -> list[str]:
             continue
         fact = getattr(facts, name)
         if fact.value is None and fact.error:
-            errors.append(f"{name}: {fact.error}")
+            errors.append(one_line(f"{name}: {fact.error}"))
     if facts.launch.value is not None:
         # what the launch parse could not know (a lost shell variable, an unread --config)
-        errors.extend(f"launch: {note}" for note in facts.launch.value.parser_notes)
+        errors.extend(one_line(f"launch: {note}") for note in facts.launch.value.parser_notes)
     return errors
 
 
@@ -122,7 +123,9 @@ def build_report(
         for name, option in (given or {}).items():
             fact = getattr(host.facts, name)
             if fact.value is None:
-                input_errors.append(f"{host.host}: {option} could not be read: {fact.error}")
+                input_errors.append(
+                    one_line(f"{host.host}: {option} could not be read: {fact.error}")
+                )
         if host.results and all(r.status == "skipped" for r in host.results):
             input_errors.append(f"{host.host}: no check could run: nothing was checked")
     notes.extend(input_errors)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Check, CheckResult, Skip
+from dflash_doctor.errors import one_line
 from dflash_doctor.facts.models import Fact, HostFacts
 
 
@@ -27,11 +28,11 @@ def run_check(check: Check, facts: HostFacts) -> CheckResult:
     base = {"check_id": check.id, "name": check.name, "severity": check.severity}
     reason = _missing_reason(facts, check)
     if reason is not None:
-        return CheckResult(status="skipped", reason=reason, **base)
+        return CheckResult(status="skipped", reason=one_line(reason), **base)
     try:
         findings = check.func(facts)
     except Skip as skip:
-        return CheckResult(status="skipped", reason=str(skip), **base)
+        return CheckResult(status="skipped", reason=one_line(str(skip)), **base)
     except Exception as e:  # a check crashing on hostile facts checked nothing
         why = str(e).splitlines()[0][:160] if str(e) else ""
         return CheckResult(

@@ -254,3 +254,41 @@ def test_an_unexpected_crash_is_exit_5_never_1() -> None:
         p.stderr.strip().splitlines() == [p.stderr.strip().splitlines()[0]]
         and "internal error" in p.stderr
     )
+
+
+def test_two_sglang_dist_infos_are_ambiguous(tmp_path: Path) -> None:
+    d = tree(tmp_path, "h")
+    site = d / "opt/sglang/venv/lib/python3.11/site-packages"
+    (site / "sglang-0.5.13.dist-info").mkdir()
+    code, report, _ = check_json(d)
+    version = report["hosts"][0]["facts"]["sglang_version"]
+    assert version["value"] is None and "ambiguous: 0.5.13 and 0.5.23" in version["error"]
+    assert code in (1, 2)
+
+
+def test_newline_in_a_launch_path_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    d = tmp_path / "a\nb"
+    d.mkdir()
+    script = d / "launch.sh"
+    script.write_text('#!/bin/sh\nexec python -m sglang.launch_server --model-path "/m\nx"\n')
+    p = cli("gate", str(script), "--sglang-version", "0.5.23", "--format", "json")
+    assert "Traceback" not in p.stderr and p.returncode == 2
+    errors = json.loads(p.stdout)["hosts"][0]["fact_errors"]
+    launch = next(e for e in errors if e.startswith("launch:"))
+    assert "\n" not in launch and "a\\nb/launch.sh" in launch
+
+
+def test_flow_style_inventory_host_is_fixed(tmp_path: Path) -> None:
+    from dflash_doctor.fix.edits import edit_inventory_launch
+
+    text = (
+        "# fleet\nhosts:\n"
+        '  gpu-a: {launch: "python -m sglang.launch_server --tp 2", offline: true}  # canary\n'
+        "  gpu-b: {offline: true}\n"
+    )
+    out = edit_inventory_launch(
+        text, "gpu-a", ["python", "-m", "sglang.launch_server", "--tp", "2", "--x", "1"]
+    )
+    assert out.startswith("# fleet\nhosts:\n") and "# canary" in out
+    assert "launch: python -m sglang.launch_server --tp 2 --x 1" in out
+    assert "  gpu-b: {offline: true}\n" in out

@@ -276,7 +276,12 @@ def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
     )
     start = next((i for i in range(hosts_at + 1, len(lines)) if host_re.match(lines[i])), None)
     if start is None:
-        raise FactError(f"inventory has no block for host {host!r}")
+        one_line = _edit_flow_host(lines, hosts_at, host, new_argv)
+        if one_line is None:
+            raise FactError(f"inventory has no block for host {host!r}")
+        out = _join(one_line, text)
+        _check_inventory(out, host, new_argv)
+        return out
     host_indent = len(lines[start]) - len(lines[start].lstrip())
     end = len(lines)
     for i in range(start + 1, len(lines)):
@@ -311,9 +316,42 @@ def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
         ]
         lines[at + 1 : item_end] = items
     out = _join(lines, text)
+    _check_inventory(out, host, new_argv)
+    return out
+
+
+def _check_inventory(out: str, host: str, new_argv: list[str]) -> None:
+    import yaml
+
     check = yaml.safe_load(out)
     entry = check["hosts"][host]["launch"]
     got = shlex.split(entry) if isinstance(entry, str) else [str(x) for x in entry]
     if got != new_argv:
         raise FactError("could not rewrite the inventory's launch entry faithfully")
-    return out
+
+
+def _edit_flow_host(
+    lines: list[str], hosts_at: int, host: str, new_argv: list[str]
+) -> list[str] | None:
+    """A host written in flow style on one line (`gpu-a: {launch: ..., labels: [x]}`)."""
+    import yaml
+
+    flow_re = re.compile(
+        rf"(\s+)({re.escape(host)}|'{re.escape(host)}'|\"{re.escape(host)}\"):\s*(\{{.*\}})\s*(#.*)?$"
+    )
+    for i in range(hosts_at + 1, len(lines)):
+        m = flow_re.match(lines[i])
+        if not m:
+            continue
+        entry = yaml.safe_load(m.group(3))
+        if not isinstance(entry, dict) or "launch" not in entry:
+            return None
+        entry["launch"] = (
+            shlex.join(new_argv) if isinstance(entry["launch"], str) else list(new_argv)
+        )
+        body = yaml.safe_dump(entry, default_flow_style=True, width=10**6, sort_keys=False)
+        comment = f"  {m.group(4)}" if m.group(4) else ""
+        out = list(lines)
+        out[i] = f"{m.group(1)}{m.group(2)}: {body.strip()}{comment}"
+        return out
+    return None
