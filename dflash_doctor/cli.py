@@ -756,7 +756,8 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
+    except typer.Abort:  # Ctrl-C inside a command (click turns it into Abort)
+        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
         sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as e:  # the command line itself is wrong
         show = getattr(e, "show", None)
@@ -775,4 +776,6 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(EXIT_INTERNAL)
+    if code == EXIT_INTERRUPTED:  # typer's own answer to Ctrl-C inside a command
+        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
     sys.exit(code if isinstance(code, int) else 0)

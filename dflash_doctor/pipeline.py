@@ -82,19 +82,25 @@ def check_host(
             box.append(HostReport(host=spec.name, error=_crash_line(spec.name, e)))
 
     thread = threading.Thread(target=work, name=f"host-{spec.name}", daemon=True)
+    start = time.monotonic()
     thread.start()
-    deadline = time.monotonic() + timeout + 1.0
-    while thread.is_alive() and time.monotonic() < deadline and not CANCEL.is_set():
-        thread.join(_POLL_S)
-    if box:
+    deadline = start + timeout
+    while thread.is_alive() and time.monotonic() < deadline and not _cancelled():
+        thread.join(min(_POLL_S, max(deadline - time.monotonic(), 0.001)))
+    if box and time.monotonic() - start <= timeout:
         report = box[0]
         if report.error is not None:
             report.error = one_line(report.error)
         return report
     for t in transports:
         t.close()  # wakes whatever read is blocked on this host
-    why = "cancelled" if CANCEL.is_set() else f"timed out after {timeout:g}s"
+    why = "cancelled" if _cancelled() else f"timed out after {timeout:g}s"
     return HostReport(host=spec.name, reachable=False, error=f"{spec.name}: {why}")
+
+
+def _cancelled() -> bool:
+    # Also when the main thread has gone (interrupted elsewhere): never hold up the exit.
+    return CANCEL.is_set() or not threading.main_thread().is_alive()
 
 
 def _crash_line(host: str, e: BaseException) -> str:

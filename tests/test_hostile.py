@@ -292,3 +292,60 @@ def test_flow_style_inventory_host_is_fixed(tmp_path: Path) -> None:
     assert out.startswith("# fleet\nhosts:\n") and "# canary" in out
     assert "launch: python -m sglang.launch_server --tp 2 --x 1" in out
     assert "  gpu-b: {offline: true}\n" in out
+
+
+def test_host_budget_covers_all_work() -> None:
+    """Item 6: the budget ends a host's report whatever it is doing (I/O or CPU)."""
+    from dflash_doctor.pipeline import check_host
+
+    spec = load_recorded_host(str(DEMO_HOST))
+    report = check_host(spec, timeout=0.001)
+    assert not report.reachable and report.error == f"{spec.name}: timed out after 0.001s"
+    assert check_host(spec, timeout=60).error is None  # with time, the full report
+
+
+def test_ctrl_c_on_a_fleet_cancels_promptly(tmp_path: Path) -> None:
+    """Item 14: hosts that hang (a server that never sends its SSH banner) do not hold up
+    Ctrl-C for their --timeout: the run stops at once with exit 130."""
+    import signal
+    import socket
+    import time
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(32)
+    port = srv.getsockname()[1]
+    hosts = [f"127.0.0.1:{port}"] * 6
+    p = subprocess.Popen(
+        [
+            sys.executable, "-X", "faulthandler", "-m", "dflash_doctor", "check", *hosts,
+            "--known-hosts", str(tmp_path / "kh"), "--ssh-config", "/dev/null",
+            "--connect-timeout", "300", "--timeout", "300", "--jobs", "6",
+        ],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        held = []
+        while len(held) < 6 and time.monotonic() < deadline:  # every host is connecting
+            srv.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                held.append(srv.accept()[0])
+            except TimeoutError:
+                break
+        assert len(held) == 6
+        p.send_signal(signal.SIGINT)
+        try:
+            _out, err = p.communicate(timeout=30)  # far less than the 300 s each host may take
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            _out, err = p.communicate()
+            raise AssertionError(err) from None
+    finally:
+        if p.poll() is None:
+            p.kill()  # only the process this test started
+            p.wait()
+        srv.close()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
