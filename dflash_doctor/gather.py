@@ -143,16 +143,18 @@ class Gatherer:
                 continue  # processes come and go while we look
             if self._is_server(cmdline):
                 servers.append((pid, cmdline))
-        if len(servers) > 1:
-            # Several SGLang servers on one host: the one on the launch file's port.
-            port = self._launch_file_port()
+        port = self._launch_file_port() if servers else None
+        if port is not None:
+            # The server this launch file starts (its port), never merely the first one:
+            # `fix --apply` stops what this returns. None when that server is not running.
             for pid, cmdline in servers:
                 try:
                     args = parse_cmdline(cmdline, source=f"process {pid}")
                 except (FactError, ValidationError):
                     continue
-                if port is not None and server_address(args)[1] == port:
+                if server_address(args)[1] == port:
                     return pid
+            return None
         return servers[0][0] if servers else None
 
     def _launch_file_port(self) -> int | None:

@@ -411,8 +411,12 @@ def _apply_locked(
     try:
         a.relaunch(plan.launch, source, pid, log)
         failure = a.wait_healthy(plan.launch)
+        new_pid = a.server_pid() if failure is None else None
+        if failure is None and a.started_session is not None and new_pid is None:
+            # /health answered, but not from the server the doctor started: never verify
+            # some other process (another server on the host) in its place.
+            failure = f"the relaunched server (session {a.started_session}) is not running"
         if failure is None:
-            new_pid = a.server_pid()
             new_facts = gather(spec.model_copy(update={"pid": new_pid}), a.t)
             # Still failing: a check that still asks for a launch edit (an upgrade it also
             # asks for is a manual step the edit never claimed to do).
