@@ -27,7 +27,7 @@ from dflash_doctor.redact import shell_with_placeholders
 from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.local import LocalTransport
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO
+from tests.conftest import DEMO_HOST, REPO, stand_in_init
 from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="stand-in servers need Linux")
@@ -54,7 +54,7 @@ class Server:
         site = self.dir / f"site-{version}"
         if not site.exists():
             shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
+            (site / "sglang/__init__.py").write_text(stand_in_init(version))
         key = f"  --api-key {api_key} \\\n" if api_key else ""
         self.script.write_text(
             "#!/bin/bash\n# stand-in DFlash server\n"

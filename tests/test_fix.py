@@ -21,7 +21,7 @@ from dflash_doctor.facts.launch import parse_launch_file, parse_script
 from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_shell
 from dflash_doctor.fix.plan import plan_fixes
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
+from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO, stand_in_init
 
 FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
 
@@ -250,7 +250,7 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
         site = tmp_path / f"site-{version}"
         if not site.exists():
             shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
+            (site / "sglang/__init__.py").write_text(stand_in_init(version))
         script.write_text(
             "#!/usr/bin/env bash\n# stand-in DFlash server\n"
             f"export PYTHONPATH={site}\n{extra_env}"

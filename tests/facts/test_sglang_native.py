@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -11,16 +12,35 @@ from dflash_doctor.gather import Gatherer
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_check
 from dflash_doctor.transport.local import LocalTransport
-from tests.conftest import REPO, drafter_cfg, host_facts, launch
+from tests.conftest import REPO, drafter_cfg, host_facts, launch, stand_in_init
 
 FAKE = str(REPO / "fixtures" / "fake_sglang")
+
+
+_SITES: dict[str, str] = {}
+
+
+def installed(version: str) -> str:
+    """A stand-in `sglang` of that version installed in a directory of its own, as a host
+    has it. (The host's interpreter runs with a clean environment (host_exec), so the
+    doctor's FAKE_SGLANG_VERSION never reaches it.)"""
+    if version not in _SITES:
+        import shutil
+        import tempfile
+
+        site = os.path.join(tempfile.mkdtemp(prefix="fake-sglang-"), "site")
+        shutil.copytree(FAKE, site, ignore=shutil.ignore_patterns("__pycache__"))
+        with open(os.path.join(site, "sglang", "__init__.py"), "w") as f:
+            f.write(stand_in_init(version))
+        _SITES[version] = site
+    return _SITES[version]
 
 
 def native(monkeypatch: pytest.MonkeyPatch, version: str, *flags: str, with_sglang: bool = True):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FAKE_SGLANG_VERSION", version)
     g = Gatherer(HostSpec(name="h"), LocalTransport("h"))
     if with_sglang:
-        g.environ["PYTHONPATH"] = FAKE
+        g.environ["PYTHONPATH"] = installed(version)
     args = launch(*flags).model_copy(update={"python": sys.executable})
     return g, g.native(args)
 
