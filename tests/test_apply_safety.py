@@ -50,7 +50,7 @@ class Server:
             shutil.copy(target, models / "target/config.json")
         self.models = models
 
-    def write(self, version: str = "0.5.23", extra: str = "", api_key: str | None = None) -> None:
+    def write(self, version: str = "0.5.13", extra: str = "", api_key: str | None = None) -> None:
         site = self.dir / f"site-{version}"
         if not site.exists():
             shutil.copytree(FAKE_SGLANG, site)
@@ -91,7 +91,7 @@ class Server:
         entry = {
             "launch_file": str(self.script),
             "log_path": str(self.log),
-            "sglang_version": "0.5.23",
+            "sglang_version": "0.5.13",
             **extra,
         }
         inv.write_text(yaml.safe_dump({"hosts": {"local": entry}}))
@@ -196,7 +196,7 @@ def test_inventory_secrets_are_kept_in_the_file_and_hidden_on_screen(tmp_path: P
     shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "d")
     inv = tmp_path / "inventory.yaml"
     inv.write_text(
-        "defaults:\n  sglang_version: 0.5.23\n  offline: true\n"
+        "defaults:\n  sglang_version: 0.5.13\n  offline: true\n"
         f"  drafter_path: {tmp_path / 'd'}\n"
         "hosts:\n  gpu-a:\n"
         "    launch: python -m sglang.launch_server --speculative-algorithm DFLASH"
@@ -216,7 +216,7 @@ def test_script_secrets_are_hidden_in_diff_context(servers: Any) -> None:
     """Item 7: a secret on a context line of the diff is not printed."""
     s = servers("s")
     s.write(api_key="s3cr3t-context-value")
-    p = fix("local", "--offline", "--launch", str(s.script), "--sglang-version", "0.5.23")
+    p = fix("local", "--offline", "--launch", str(s.script), "--sglang-version", "0.5.13")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "--speculative-draft-window-size 2048" in p.stdout
     assert "s3cr3t-context-value" not in p.stdout and "--api-key ***" in p.stdout
@@ -331,7 +331,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     original = s.script.read_bytes()
     pid = s.start()
     spec = HostSpec(
-        name="local", launch_file=str(s.script), log_path=str(s.log), sglang_version="0.5.23"
+        name="local", launch_file=str(s.script), log_path=str(s.log), sglang_version="0.5.13"
     ).model_copy(update={"pid": pid})
     t = _CtrlC("local")
     facts = gather(spec, t)
