@@ -169,16 +169,9 @@ def test_user_file_loaders(data: bytes, kind: str) -> None:
 
 # -- check --host-dir, end to end ---------------------------------------------------------
 
-TREE_FILES = [
-    "host.yaml",
-    "proc/4242/cmdline",
-    "proc/4242/environ",
-    "etc/sglang/launch.sh",
-    "models/Kimi-K2.6-DFlash/config.json",
-    "var/log/sglang/server.log",
-    "_captured/nvidia-smi.csv",
-    "opt/sglang/venv/lib/python3.11/site-packages/sglang-0.5.23.dist-info/METADATA",
-]
+# Every file of the demo tree (whatever it holds as it evolves): host.yaml, /proc, launch
+# script, configs, log, captured nvidia-smi, the dist-info and the SGLang source.
+TREE_FILES = sorted(str(p.relative_to(DEMO_HOST)) for p in DEMO_HOST.rglob("*") if p.is_file())
 _change = st.tuples(
     st.sampled_from(TREE_FILES),
     st.one_of(
