@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,11 @@ def server(user: pwd.struct_passwd) -> Iterator[int]:
             "m",
         ]
     )
+    deadline = time.monotonic() + 60  # until setpriv has exec'd the interpreter (load)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    while b"sglang.launch_server" not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the stand-in process did not start"
+        time.sleep(0.05)
     try:
         yield proc.pid
     finally:
