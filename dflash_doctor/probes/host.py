@@ -64,7 +64,8 @@ def probe_with(
         # The host's interpreter runs as the server's owner, or not at all (host_exec).
         python = options.python or (launch.python if launch and launch.python else None) or ""
         chosen = python or None
-        pid = process_pid(launch)
+        # A recorded tree's process is not on this machine: no owner to take.
+        pid = None if spec.recorded else process_pid(launch)
         host = HostExec(transport, spec)
         launcher = host.prefix(chosen, pid=pid) if chosen else host.system_python(pid=pid)
     # The served spans follow the host's SGLang as the span model reads it (its own code,
