@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError, HostUnreachable, one_line
@@ -200,7 +200,12 @@ def check_hosts(
             raise
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(specs)))
     try:
-        return list(pool.map(one, specs))
+        futures = [pool.submit(one, s) for s in specs]
+        # Wait in slices: a SIGINT delivered to another thread only reaches the main thread
+        # when it runs Python code, which a plain blocking wait would never do.
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=_POLL_S, return_when=FIRST_EXCEPTION)
+        return [f.result() for f in futures]
     except KeyboardInterrupt:
         CANCEL.set()
         raise
