@@ -371,13 +371,19 @@ def apply_plan(
     except DoctorError as e:
         return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
     try:
-        return _apply_locked(a, spec, plan, facts, source, stamp)
+        return _apply_locked(a, spec, plan, facts, source, stamp, bench)
     finally:
         a.unlock(lock)
 
 
 def _apply_locked(
-    a: Applier, spec: HostSpec, plan: FixPlan, facts: HostFacts, source: str, stamp: str
+    a: Applier,
+    spec: HostSpec,
+    plan: FixPlan,
+    facts: HostFacts,
+    source: str,
+    stamp: str,
+    bench: BenchStep | None,
 ) -> Outcome:
     assert plan.new_text is not None and plan.launch is not None
     live = not (spec.offline or spec.recorded)
