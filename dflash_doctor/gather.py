@@ -143,7 +143,7 @@ class Gatherer:
                 continue  # processes come and go while we look
             if self._is_server(cmdline):
                 servers.append((pid, cmdline))
-        port = self._launch_file_port() if servers else None
+        port = self._launch_file_port() if len(servers) > 1 else None
         if port is not None:
             # The server this launch file starts (its port), never merely the first one:
             # `fix --apply` stops what this returns. None when that server is not running.
