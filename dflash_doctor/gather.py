@@ -46,6 +46,7 @@ from dflash_doctor.facts.runtime import read_runtime, server_address
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.prefetch_plan import prefetching
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
@@ -80,7 +81,8 @@ def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
 class Gatherer:
     def __init__(self, spec: HostSpec, transport: Transport) -> None:
         self.spec = spec
-        self.t = transport
+        # A remote host answers the whole gathering in one round trip (prefetch_plan.py).
+        self.t = prefetching(spec, transport)
         self.host = spec.name
         self.pid: int | None = spec.pid
         # Offline, the model files are this machine's: find them through its own HF env.

@@ -1,0 +1,74 @@
+"""What a gathering will ask a remote host, told to the bundle that answers it in one go.
+
+`prefetching(spec, transport)` wraps a remote transport in `PrefetchTransport` with the
+config that `transport/bundle_script.py` follows: the same paths, limits, commands and
+environment names that `gather.py` uses, taken from where they are defined. A local
+transport is returned as it is: there a read costs no round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.transport.base import Transport
+
+# The model flags whose values name the drafter and the target (facts/launch.py FLAG_SPECS;
+# SGLang's `--model-path`/`--model` and `--speculative-draft-model-path`, every release
+# 0.5.11-0.5.23, srt/server_args.py `add_cli_args`); the bundle also takes their
+# argparse abbreviations.
+MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+# The SGLang entry points a server's argv names (facts/launch.py `sglang_args_start`).
+LAUNCHER_SUFFIXES = ("launch_server", "launch_server.py")
+# Values of these environment names leave the host besides gather.ENV_KEYS: SGLang's own
+# settings (the catalog's checks read them), unless the name looks secret (redact.py).
+ENV_VALUE_PREFIXES = ("SGLANG_",)
+# Files of the installed sglang package that gathering reads beside its dist-info.
+SITE_FILES = ("sglang/srt/models/dflash.py",)
+LOG_FILTER_SCRIPT = "facts/log_filter.py"
+
+
+def bundle_config(spec: HostSpec) -> dict[str, Any]:
+    # Imported here: gather.py imports this module, and these are its own settings.
+    from dflash_doctor import gather
+    from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+    from dflash_doctor.redact import _SECRET_ASSIGN
+    from dflash_doctor.shipped import script_source
+    from dflash_doctor.transport.prefetch import LIMITS
+
+    live = not spec.recorded
+    return {
+        "root": spec.root,
+        "recorded": spec.recorded,
+        "pid": spec.pid,
+        "pgrep": ["pgrep", "-f", "sglang"] if live and spec.pid is None else None,
+        "launchers": list(LAUNCHER_SUFFIXES),
+        "model_flags": list(MODEL_FLAGS),
+        "models": [m for m in (spec.drafter_path, spec.target_path) if m],
+        "hf_home": spec.hf_home,
+        "python": spec.python,
+        "launch_file": spec.launch_file,
+        "log_path": spec.log_path,
+        "env_values": list(gather.ENV_KEYS),
+        "env_value_prefixes": list(ENV_VALUE_PREFIXES),
+        "secret_assignment": _SECRET_ASSIGN.pattern,
+        "site_files": list(SITE_FILES),
+        "log_filter": {
+            "script": LOG_FILTER_SCRIPT,
+            "source": script_source(LOG_FILTER_SCRIPT),
+            "min_bytes": gather.REMOTE_FILTER_MIN_BYTES,
+            "timeout": 600,
+        },
+        "nvidia_smi": list(NVIDIA_SMI_ARGV) if live else None,
+        "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
+        "limits": dict(LIMITS),
+    }
+
+
+def prefetching(spec: HostSpec, transport: Transport) -> Transport:
+    """The transport a gathering reads through: bundled when the host is remote."""
+    if not transport.remote or spec.offline:
+        return transport
+    from dflash_doctor.transport.prefetch import PrefetchTransport
+
+    return PrefetchTransport(transport, bundle_config(spec))
