@@ -163,10 +163,13 @@ class Bundle:
 
     def run(self, argv: list[str], timeout: float) -> tuple[int, bytes] | None:
         """Run argv through the login shell, as the SSH server runs a remote command."""
+        # sshd runs `$SHELL -c COMMAND` with argv[0] the shell's base name: so here too,
+        # and a missing command is worded as the transport would word it.
         shell = os.environ.get("SHELL") or "/bin/sh"
         try:
             proc = subprocess.run(
-                [shell, "-c", " ".join(shlex.quote(a) for a in argv)],
+                [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in argv)],
+                executable=shell,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout,

@@ -36,8 +36,18 @@ BUNDLE_VERSION = 1
 # and not writable by group or others, and so must its directory (and its symlink's).
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 NO_SYSTEM_PYTHON = 97
-_GUARD = f"""
-for p in {" ".join(SYSTEM_PYTHONS)}; do
+
+
+def guard_script(pythons: tuple[str, ...] = SYSTEM_PYTHONS) -> str:
+    """POSIX sh: exec the first of `pythons` that root owns and only root can change.
+
+    The file (after symlinks), its directory and the symlink's directory must be owned by
+    uid 0 and not writable by group or others; it runs with `-I -S`, so neither the
+    environment nor site-packages (.pth files) of the host can add code. $1 is the script,
+    $2 its one argument.
+    """
+    return f"""
+for p in {" ".join(pythons)}; do
   r=$(readlink -f -- "$p" 2>/dev/null) && [ -x "$r" ] || continue
   ok=1
   for f in "$r" "${{r%/*}}" "${{p%/*}}"; do
@@ -50,9 +60,11 @@ for p in {" ".join(SYSTEM_PYTHONS)}; do
   done
   [ "$ok" = 1 ] && exec "$r" -I -S -c "$1" "$2"
 done
-echo "no root-owned system python3 ({", ".join(SYSTEM_PYTHONS)})" >&2
+echo "no root-owned system python3 ({", ".join(pythons)})" >&2
 exit {NO_SYSTEM_PYTHON}
 """
+
+
 # What one bundle may carry: each file, each command, the filtered log, and in all.
 LIMITS = {
     "file": 1024 * 1024,
@@ -72,7 +84,7 @@ def bundle_argv(config: dict[str, Any]) -> list[str]:
     return [
         "sh",
         "-c",
-        _GUARD,
+        guard_script(),
         "dflash-bundle",
         script_source(BUNDLE_SCRIPT),
         json.dumps(config, separators=(",", ":")),
