@@ -23,14 +23,13 @@ not look secret); a withheld value reads as a bare NAME with no `=`.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import os
 import posixpath
 import re
 import shlex
 import stat
-import subprocess
 import sys
 import time
 import zlib
@@ -54,7 +53,7 @@ def _error(e: OSError) -> str | None:
 
 
 def _pack(data: bytes) -> str:
-    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
+    return binascii.b2a_base64(zlib.compress(data, 6), newline=False).decode("ascii")
 
 
 class Bundle:
@@ -165,6 +164,8 @@ class Bundle:
         """Run argv through the login shell, as the SSH server runs a remote command."""
         # sshd runs `$SHELL -c COMMAND` with argv[0] the shell's base name: so here too,
         # and a missing command is worded as the transport would word it.
+        import subprocess  # only a live host runs commands: a recorded tree starts faster
+
         shell = os.environ.get("SHELL") or "/bin/sh"
         try:
             proc = subprocess.run(
@@ -187,6 +188,8 @@ class Bundle:
 
     def stream(self, script: str, source: str, args: list[str], timeout: float) -> None:
         """Run a shipped script with this interpreter; recorded as `python -c SOURCE ARGS`."""
+        import subprocess
+
         argv = [sys.executable, "-I", "-S", "-c", source, *args]
         try:
             proc = subprocess.run(

@@ -48,17 +48,10 @@ def guard_script(pythons: tuple[str, ...] = SYSTEM_PYTHONS) -> str:
     """
     return f"""
 for p in {" ".join(pythons)}; do
-  r=$(readlink -f -- "$p" 2>/dev/null) && [ -x "$r" ] || continue
-  ok=1
-  for f in "$r" "${{r%/*}}" "${{p%/*}}"; do
-    m=$(stat -c '%u %a' -- "$f" 2>/dev/null) || {{ ok=0; break; }}
-    case "$m" in
-      "0 "*[2367]? | "0 "*[2367]) ok=0 ;;
-      "0 "*) ;;
-      *) ok=0 ;;
-    esac
-  done
-  [ "$ok" = 1 ] && exec "$r" -I -S -c "$1" "$2"
+  r=$(readlink -f -- "$p" 2>/dev/null) && [ -f "$r" ] && [ -x "$r" ] || continue
+  bad=$(find "$r" "${{r%/*}}" "${{p%/*}}" -prune \\( ! -user 0 -o -perm -020 -o -perm -002 \\) \
+    -print 2>&1) || continue
+  [ -z "$bad" ] && exec "$r" -I -S -c "$1" "$2"
 done
 echo "no root-owned system python3 ({", ".join(pythons)})" >&2
 exit {NO_SYSTEM_PYTHON}
