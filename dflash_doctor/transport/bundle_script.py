@@ -33,7 +33,11 @@ import stat
 import sys
 import time
 import zlib
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: importing typing would cost every host a few milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VERSION = 1
 # errno values that the SFTP server reports as "no such file" / "permission denied"

@@ -192,9 +192,10 @@ class PrefetchTransport:
         return CommandResult(int(got["rc"]), _unpack(got["out"]), _unpack(got["err"]))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
-        # A shipped stdlib script gives the same output under any interpreter: the bundle
-        # ran it under the checked system python3, whichever argv[0] asks now.
-        got = self.answers.streams.get(tuple(argv[1:]))
+        # A shipped stdlib script gives the same output under any interpreter and flags:
+        # the bundle ran it under the checked system python3, whichever Python asks now.
+        at = argv.index("-c") if "-c" in argv else len(argv)
+        got = self.answers.streams.get(tuple(argv[at:]))
         if got is None:
             self._missed(f"run_stream {argv[0]}")
             return self.inner.run_stream(argv, timeout=timeout)

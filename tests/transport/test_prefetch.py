@@ -230,3 +230,25 @@ def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_optio
     assert remote.log.value is not None and remote.log.value.path == str(log)
     # the bundle, plus the host's own SGLang parse (gather.native runs the server's Python)
     assert counted == {"exec": 2}, (counted, getattr(gatherer.t, "misses", None))
+
+
+def test_a_large_log_is_filtered_inside_the_bundle(
+    sshd, ssh_options, trips, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    from bench.gen_log import lines
+    from dflash_doctor.gather import REMOTE_FILTER_MIN_BYTES
+
+    tree = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, tree)
+    log = tree / "var/log/sglang/server.log"
+    block = "".join(lines(random.Random(7))).encode()
+    log.write_bytes(log.read_bytes() + block * (REMOTE_FILTER_MIN_BYTES // len(block) + 1))
+    spec = load_recorded_host(str(tree))
+    remote = check_host(spec.model_copy(update={"address": sshd.address}), ssh=ssh_options)
+    assert dict(trips) == {"exec": 1}  # the log filter ran in the same remote command
+    local = check_host(spec)
+    assert remote.facts == local.facts and remote.results == local.results
+    assert remote.facts is not None and remote.facts.log.value is not None
+    assert remote.facts.log.value.bytes_scanned == log.stat().st_size
