@@ -254,6 +254,27 @@ def main() -> None:
         )
         serial = timed(serial_specs, opts, 1) / args.hosts
         print(f"dflash-doctor --jobs 1: {serial:.3f} s per host (target <= 0.3 s), {load()}")
+        # The same hosts 100 ms further away: the growth counts the round trips per host,
+        # whatever the load; the rest of the cost is CPU, here the hosts' own too (every
+        # host's sshd and bundle share this machine's cores with the tool).
+        far = ProxyProcess(server.port, args.delay_ms / 1000 + 0.05)
+        try:
+            known.write_text(known.read_text() + f"[127.0.0.1]:{far.port} {pub[0]} {pub[1]}\n")
+            config.write_text(
+                config.read_text() + f"Host far-*\n    HostName 127.0.0.1\n    Port {far.port}\n"
+                f"    User {getpass.getuser()}\n    IdentityFile {server.client_key}\n"
+            )
+            far_specs = [s.model_copy(update={"address": "far" + s.name[3:]}) for s in serial_specs]
+            slow = timed(far_specs[:5], opts, 1) / 5
+            near = timed(serial_specs[:5], opts, 1) / 5
+        finally:
+            far.close()
+        print(
+            f"  round trips per host: {(slow - near) / 0.1:.1f} "
+            f"({near:.3f} s at {rtt:g} ms, {slow:.3f} s at {rtt + 100:g} ms), "
+            f"so {near - (slow - near) / 0.1 * rtt / 1000:.3f} s of it is CPU and processes "
+            f"at this load, {load()}"
+        )
         tasks = ansible_tasks(base)
         peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
         if peer is None:
