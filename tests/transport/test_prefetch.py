@@ -252,3 +252,21 @@ def test_a_large_log_is_filtered_inside_the_bundle(
     assert remote.facts == local.facts and remote.results == local.results
     assert remote.facts is not None and remote.facts.log.value is not None
     assert remote.facts.log.value.bytes_scanned == log.stat().st_size
+
+
+def test_bundle_script_is_stdlib_python_3_8() -> None:
+    """Hosts run it under their system python3 (Ubuntu 20.04 has 3.8): grammar and imports."""
+    import ast
+
+    from dflash_doctor.shipped import script_source
+
+    source = script_source(prefetch.BUNDLE_SCRIPT)
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    assert "subprocess" in imported and "dflash_doctor" not in imported
