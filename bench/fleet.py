@@ -275,6 +275,20 @@ def main() -> None:
             f"so {near - (slow - near) / 0.1 * rtt / 1000:.3f} s of it is CPU and processes "
             f"at this load, {load()}"
         )
+        # The gatherer's own reads without the bundle (per-file SFTP, as before issue 15).
+        from dflash_doctor import gather as gather_module
+
+        bundled = gather_module.prefetching
+        gather_module.prefetching = lambda spec, transport: transport
+        try:
+            plain_trips = execs_per_host(serial_specs[:2], opts)
+            plain = timed(serial_specs[:5], opts, 1) / 5
+        finally:
+            gather_module.prefetching = bundled
+        print(
+            f"  without the bundle (per-file SFTP): {plain:.3f} s per host, {dict(plain_trips)}; "
+            f"ratio {serial / plain:.2f}, {load()}"
+        )
         tasks = ansible_tasks(base)
         peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
         if peer is None:
