@@ -222,9 +222,9 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dflash-fleet-"))
     # Root's ~/.bashrc on this machine runs `pyenv init` (about 0.4 s) for every remote
-    # command, as bash does when sshd starts it; a GPU host's is usually light. SHLVL=1
-    # makes the hosts' bash skip it, for both tools alike (`--login-rc` keeps it).
-    server = start_sshd(work, extra="" if args.login_rc else "SetEnv SHLVL=1")
+    # command, as bash does when sshd starts it; a stock root's returns at once. The test
+    # sshd makes bash skip it (SHLVL=1), for both tools alike; `--login-rc` keeps it.
+    server = start_sshd(work, extra="SetEnv SHLVL=0" if args.login_rc else "")
     proxy = ProxyProcess(server.port, args.delay_ms / 1000)
     rtt = 2 * args.delay_ms
     try:

@@ -116,22 +116,40 @@ class Bundle:
             return raw
         if entry["size"] > limit:
             return None  # the gatherer's own read decides "too large" from the size
-        try:
-            with open(p, "rb") as f:
-                data = f.read(limit + 1)
-        except OSError as e:
-            kind = _error(e)
-            if kind:
-                self.files[p] = {"err": kind}
-            return None
-        if len(data) > limit:
-            return None  # a /proc file larger than it said: leave it to a real read
+        data = self._read_regular(p, entry, limit)
+        if data is None or len(data) > limit:
+            return None  # unreadable, or a /proc file larger than it said: a real read
         packed = _pack(data)
         if not self._spend(len(packed)):
             return None
         entry["data"] = packed
         entry["raw"] = data
         return data
+
+    def _read_regular(self, p: str, entry: dict[str, Any], limit: int) -> bytes | None:
+        """At most limit + 1 bytes; never blocks on a FIFO swapped in after the stat."""
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as e:
+            kind = _error(e)
+            if kind:
+                entry["read_err"] = kind  # stat worked, open did not: as over SFTP
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, left = [], limit + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def listdir(self, host_path: str) -> list[str] | None:
         p = self.path(host_path)
@@ -275,15 +293,8 @@ class Bundle:
         entry = self.stat(f"/proc/{pid}/environ")
         if entry is None:
             return {}
-        try:
-            with open(p, "rb") as f:
-                data = f.read(limit + 1)
-        except OSError as e:
-            kind = _error(e)
-            if kind:
-                self.files[p] = {"err": kind}
-            return {}
-        if len(data) > limit:
+        data = self._read_regular(p, entry, limit)
+        if data is None or len(data) > limit:
             return {}
         keep = set(self.cfg["env_values"])
         prefixes = tuple(self.cfg["env_value_prefixes"])

@@ -28,7 +28,13 @@ from typing import Any
 
 from dflash_doctor.errors import HostUnreachable, TransportError
 from dflash_doctor.shipped import script_source
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, Transport
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    NO_SUCH_FILE,
+    PERMISSION_DENIED,
+    CommandResult,
+    Transport,
+)
 
 BUNDLE_SCRIPT = "transport/bundle_script.py"
 BUNDLE_VERSION = 1
@@ -161,7 +167,7 @@ class PrefetchTransport:
     # -- how the transport would have failed ----------------------------------------------
 
     def _raise(self, path: str, kind: str) -> None:
-        reason = {"nofile": "no such file or directory", "denied": "permission denied"}
+        reason = {"nofile": NO_SUCH_FILE, "denied": PERMISSION_DENIED}
         raise TransportError(f"{self.host}:{path}: {reason.get(kind, kind)}")
 
     def _stat(self, path: str) -> dict[str, Any]:
@@ -230,6 +236,9 @@ class PrefetchTransport:
         if int(entry["size"]) > max_bytes:
             self.hits += 1
             raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+        if "read_err" in entry:
+            self.hits += 1
+            self._raise(path, str(entry["read_err"]))
         if "data" not in entry:
             raise _Miss
         data = _unpack(entry["data"])
@@ -247,9 +256,10 @@ class PrefetchTransport:
 
     def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
         entry = self.answers.files.get(path)
-        if entry is not None and "err" in entry:
+        failed = entry and (entry.get("err") or entry.get("read_err"))
+        if failed:
             self.hits += 1
-            self._raise(path, str(entry["err"]))
+            self._raise(path, str(failed))
         if entry is None or "data" not in entry or entry.get("redacted"):
             self._missed(f"stream {path}")
             return self.inner.stream_file(path, chunk_bytes=chunk_bytes)

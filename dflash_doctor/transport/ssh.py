@@ -24,7 +24,14 @@ from typing import Any
 import paramiko
 
 from dflash_doctor.errors import HostUnreachable, TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    NO_SUCH_FILE,
+    PERMISSION_DENIED,
+    CommandResult,
+    LineSplitter,
+    StderrLines,
+)
 
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 
@@ -401,9 +408,9 @@ class SSHTransport:
 
     def _file_error(self, path: str, e: BaseException) -> TransportError:
         if isinstance(e, FileNotFoundError) or getattr(e, "errno", None) == 2:
-            return TransportError(f"{self.host}:{path}: no such file or directory")
+            return TransportError(f"{self.host}:{path}: {NO_SUCH_FILE}")
         if isinstance(e, PermissionError) or getattr(e, "errno", None) == 13:
-            return TransportError(f"{self.host}:{path}: permission denied")
+            return TransportError(f"{self.host}:{path}: {PERMISSION_DENIED}")
         if isinstance(e, socket.timeout | TimeoutError):
             return TransportError(f"{self.host}:{path}: timed out")
         return TransportError(f"{self.host}:{path}: {e or type(e).__name__}")
