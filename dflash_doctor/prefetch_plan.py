@@ -26,6 +26,9 @@ ENV_VALUE_PREFIXES = ("SGLANG_",)
 # Files of the installed sglang package that gathering reads beside its dist-info.
 SITE_FILES = ("sglang/srt/models/dflash.py",)
 LOG_FILTER_SCRIPT = "facts/log_filter.py"
+# Commands a live host is asked during gathering whatever it runs: answered from the bundle
+# (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
+LIVE_COMMANDS = (("id", "-u"),)
 
 
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
@@ -60,6 +63,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
             "timeout": 600,
         },
         "nvidia_smi": list(NVIDIA_SMI_ARGV) if live else None,
+        "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
         "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
         "limits": dict(LIMITS),
     }

@@ -435,6 +435,8 @@ class Bundle:
             self.log(log)
         if cfg.get("nvidia_smi"):
             self.run(cfg["nvidia_smi"], 20)
+        for argv in cfg.get("commands", []):
+            self.run(argv, 10)
         if cfg.get("gpu_capture"):
             self.read(cfg["gpu_capture"], self.limits["file"])
 

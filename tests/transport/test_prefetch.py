@@ -75,7 +75,7 @@ def test_a_recorded_host_costs_one_remote_execution(tree: Path, sshd, ssh_option
     assert remote.facts == local.facts and remote.results == local.results
 
 
-def test_without_the_bundle_every_read_is_a_round_trip(
+def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
     sshd, ssh_options, trips, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     # A bundle with no room for any file (its total bound 0): all reads fall back, and
