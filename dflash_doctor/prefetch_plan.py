@@ -8,7 +8,8 @@ transport is returned as it is: there a read costs no round trip.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
@@ -20,8 +21,9 @@ from dflash_doctor.transport.base import Transport
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
 # The SGLang entry points a server's argv names (facts/launch.py `sglang_args_start`).
 LAUNCHER_SUFFIXES = ("launch_server", "launch_server.py")
-# Values of these environment names leave the host besides gather.ENV_KEYS: SGLang's own
-# settings (the catalog's checks read them), unless the name looks secret (redact.py).
+# Values of these environment names leave the host besides gather.ENV_KEYS and the
+# catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
+# (redact.py), so that a check reading one more of them still sees it.
 ENV_VALUE_PREFIXES = ("SGLANG_",)
 # Files of the installed sglang package that gathering reads beside its dist-info.
 SITE_FILES = ("sglang/srt/models/dflash.py",)
@@ -31,9 +33,21 @@ LOG_FILTER_SCRIPT = "facts/log_filter.py"
 LIVE_COMMANDS = (("id", "-u"),)
 
 
+@cache
+def arch_modules() -> dict[str, list[str]]:
+    """Architecture -> the `sglang.srt.models` modules that define it in some release
+    (the catalog's data, facts/capture_hooks.py): the files gather.capture_hook reads."""
+    from dflash_doctor.facts.capture_hooks import _data
+
+    known = cast(dict[str, list[list[str]]], _data()["known"])
+    return {arch: sorted({str(r[0]) for r in runs}) for arch, runs in known.items()}
+
+
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
     # Imported here: gather.py imports this module, and these are its own settings.
     from dflash_doctor import gather
+    from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
+    from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
     from dflash_doctor.redact import _SECRET_ASSIGN
     from dflash_doctor.shipped import script_source
@@ -52,10 +66,12 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "python": spec.python,
         "launch_file": spec.launch_file,
         "log_path": spec.log_path,
-        "env_values": list(gather.ENV_KEYS),
+        "env_values": [*gather.ENV_KEYS, *CATALOG_ENV_NAMES],
         "env_value_prefixes": list(ENV_VALUE_PREFIXES),
         "secret_assignment": _SECRET_ASSIGN.pattern,
         "site_files": list(SITE_FILES),
+        "models_package": MODELS_PACKAGE,
+        "arch_modules": arch_modules(),
         "log_filter": {
             "script": LOG_FILTER_SCRIPT,
             "source": script_source(LOG_FILTER_SCRIPT),

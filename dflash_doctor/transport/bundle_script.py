@@ -71,6 +71,7 @@ class Bundle:
         self.links: dict[str, Any] = {}
         self.runs: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
+        self.architectures: list[str] = []
 
     # -- paths and budget -----------------------------------------------------------------
 
@@ -331,19 +332,27 @@ class Bundle:
         dirs.append(posixpath.join(env.get("HOME", "/root"), ".cache/huggingface/hub"))
         return dirs
 
+    def _config_file(self, path: str) -> None:
+        data = self.read(path, self.limits["config"])
+        try:
+            archs = json.loads(data)["architectures"] if data is not None else []
+        except (ValueError, KeyError, TypeError):
+            return
+        if isinstance(archs, list):
+            self.architectures += [a for a in archs if isinstance(a, str)]
+
     def config(self, model: str, hubs: list[str]) -> None:
         """The reads of Gatherer.config_path and the config.json it leads to."""
-        limit = self.limits["config"]
         if model.endswith(".json"):
-            self.read(model, limit)
+            self._config_file(model)
             return
         local = posixpath.join(model, "config.json")
         if not HF_REPO.match(model) or model.startswith((".", "/")):
-            self.read(local, limit)
+            self._config_file(local)
             return
         entry = self.stat(local)
         if entry is not None and stat.S_ISREG(entry["mode"]):
-            self.read(local, limit)
+            self._config_file(local)
             return
         org, name = model.split("/", 1)
         for hub in hubs:
@@ -356,7 +365,7 @@ class Bundle:
             if rev not in snapshots:
                 rev = snapshots[-1] if snapshots else None
             if rev:
-                self.read(posixpath.join(repo, "snapshots", rev, "config.json"), limit)
+                self._config_file(posixpath.join(repo, "snapshots", rev, "config.json"))
                 return
 
     def dist_info(self, python: str) -> None:
@@ -370,9 +379,33 @@ class Bundle:
                 for entry in found:
                     self.read(posixpath.join(site, entry, "METADATA"), self.limits["file"])
                     for rel in self.cfg.get("site_files", []):
-                        self.read(posixpath.join(site, rel), self.limits["file"])
+                        self.read(posixpath.join(site, rel), self.limits["source"])
+                    self.model_sources(site)
                 if found:
                     return
+
+    def model_sources(self, site: str) -> None:
+        """The installed model modules of the served architectures, and the sglang model
+        modules they import (one level: base classes), as gather.capture_hook reads them."""
+        package = self.cfg.get("models_package", "sglang.srt.models")
+        todo = [
+            m for arch in self.architectures for m in self.cfg.get("arch_modules", {}).get(arch, [])
+        ]
+        done: set[str] = set()
+        for depth in (0, 1):
+            follow: list[str] = []
+            for module in todo:
+                if module in done or len(done) >= self.limits["source_files"]:
+                    continue
+                done.add(module)
+                path = posixpath.join(site, *package.split("."), *module.split(".")) + ".py"
+                text = self.read(path, self.limits["source"])
+                if text is not None and depth == 0:
+                    prefix = ("from " + package + ".").encode()
+                    for line in text.splitlines():
+                        if line.startswith(prefix):
+                            follow.append(line[len(prefix) :].split()[0].decode("ascii", "replace"))
+            todo = follow
 
     def log(self, path: str) -> None:
         entry = self.stat(path)

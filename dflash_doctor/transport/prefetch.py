@@ -70,6 +70,8 @@ LIMITS = {
     "config": 1024 * 1024,
     "command_output": 4 * 1024 * 1024,
     "stream_output": 32 * 1024 * 1024,
+    "source": 4 * 1024 * 1024,
+    "source_files": 16,
     "dir_entries": 4096,
     "processes": 256,
     "total": 48 * 1024 * 1024,
