@@ -101,9 +101,9 @@ class Tracing(LocalTransport):
         self.ops.append(("stat", path))
         return super().readlink(path)
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def run(self, argv: list[str], *, timeout: float = 30.0, **kw: Any) -> CommandResult:
         self.ops.append(("command", json.dumps(argv)))
-        return super().run(argv, timeout=timeout)
+        return super().run(argv, timeout=timeout, **kw)
 
 
 def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from dflash_doctor.transport.base import (
     NO_SUCH_FILE,
     PERMISSION_DENIED,
     CommandResult,
+    StderrLines,
     Transport,
 )
 
@@ -191,11 +192,14 @@ class PrefetchTransport:
 
     # -- the Transport interface ----------------------------------------------------------
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
-        got = self.answers.runs.get(tuple(argv))
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
+    ) -> CommandResult:
+        # A caller that follows stderr while the command runs wants it run now.
+        got = self.answers.runs.get(tuple(argv)) if on_stderr is None else None
         if got is None:
             self._missed(f"run {argv[0]}")
-            return self.inner.run(argv, timeout=timeout)
+            return self.inner.run(argv, timeout=timeout, on_stderr=on_stderr)
         self.hits += 1
         return CommandResult(int(got["rc"]), _unpack(got["out"]), _unpack(got["err"]))
 
