@@ -14,10 +14,12 @@ from typing import Any, cast
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
-# The model flags whose values name the drafter and the target (facts/launch.py FLAG_SPECS;
-# SGLang's `--model-path`/`--model` and `--speculative-draft-model-path`, every release
-# 0.5.11-0.5.23, srt/server_args.py `add_cli_args`); the bundle also takes their
-# argparse abbreviations.
+# The model flags whose values name the target and the drafter (facts/launch.py FLAG_SPECS):
+# 0.5.11 srt/server_args.py:4191-4192 (`--model-path`, alias `--model`) and :5371
+# (`--speculative-draft-model-path`); 0.5.23 derives flags from field names
+# (srt/arg_groups/arg_utils.py:289; model_path with alias `--model` at :29;
+# speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
+# their argparse abbreviations.
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
 # The SGLang entry points a server's argv names (facts/launch.py `sglang_args_start`).
 LAUNCHER_SUFFIXES = ("launch_server", "launch_server.py")
