@@ -1,30 +1,203 @@
-"""Fleet check wall time: 20 hosts with --jobs 20 vs --jobs 1, in one run.
+"""Fleet cost at a 20 ms round trip: per host serially, against Ansible, and 200 hosts at once.
 
-    python -m bench.fleet [--hosts 20] [--delay-ms 10]
+    python -m bench.fleet [--hosts 10] [--fleet 200] [--jobs 64] [--delay-ms 10]
 
 The hosts are aliases of one real OpenSSH server on 127.0.0.1, each serving the recorded
-seed host. Measured twice: straight over loopback (no network latency: the 2 cores of
-this machine are the limit), and through a relay that holds each byte `--delay-ms` each
-way (a 20 ms round trip, like a fleet in another datacenter). Target ratio: below 0.25.
+seed host, reached through a relay that holds each byte `--delay-ms` each way (a 20 ms
+round trip, like a fleet in another datacenter); the relay runs in its own process, so
+the CPU measured here is the tool's own. Printed, each with the load average:
+
+1. Serial cost per host (`--jobs 1`), and the same reads done by Ansible with pipelining
+   (ansible-core, when installed: `pip install .[bench]`) over the same hosts in the same
+   run: one task per read the gatherer makes (slurp a file, find a directory, stat a link),
+   read from a trace of the gatherer itself. Targets: at most 0.3 s per host, at most 0.3x
+   Ansible.
+2. `--jobs 64` over 200 host aliases: wall time and CPU per host, from which a 1,000-host
+   fleet's cost is read off.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import json
+import multiprocessing
+import os
+import resource
+import shutil
+import subprocess
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from dflash_doctor.demo import DEMO_DIR
-from dflash_doctor.hosts import load_recorded_host
+from dflash_doctor.gather import Gatherer
+from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_hosts
-from dflash_doctor.transport.ssh import SSHOptions
-from fixtures.latency_proxy import LatencyProxy
-from fixtures.sshd import start_sshd
+from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
+from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.ssh import SSHOptions, SSHTransport
+from fixtures.sshd import SshServer, start_sshd
 
 
-def timed(specs: list, opts: SSHOptions, jobs: int) -> float:  # type: ignore[type-arg]
+def load() -> str:
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def _serve_proxy(target_port: int, delay_s: float, conn: Connection) -> None:
+    from fixtures.latency_proxy import LatencyProxy
+
+    proxy = LatencyProxy(target_port, delay_s)
+    conn.send(proxy.port)
+    conn.recv()  # until told to stop
+    proxy.close()
+
+
+class ProxyProcess:
+    """fixtures.latency_proxy in a child process: its CPU is not the tool's."""
+
+    def __init__(self, target_port: int, delay_s: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve_proxy, args=(target_port, delay_s, child))
+        self._proc.start()
+        self.port = int(self._conn.recv())
+
+    def close(self) -> None:
+        self._conn.send("stop")
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.terminate()
+
+
+class Tracing(LocalTransport):
+    """The local transport, noting every read the gatherer makes (for Ansible's playbook)."""
+
+    def __init__(self) -> None:
+        super().__init__("trace")
+        self.ops: list[tuple[str, str]] = []
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        self.ops.append(("slurp", path))
+        return super().read_file(path, max_bytes=max_bytes)
+
+    def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        self.ops.append(("slurp", path))
+        return super().stream_file(path, chunk_bytes=chunk_bytes)
+
+    def file_size(self, path: str) -> int:
+        self.ops.append(("stat", path))
+        return super().file_size(path)
+
+    def list_dir(self, path: str) -> list[str]:
+        self.ops.append(("find", path))
+        return super().list_dir(path)
+
+    def readlink(self, path: str) -> str:
+        self.ops.append(("stat", path))
+        return super().readlink(path)
+
+    def run(self, argv: list[str], *, timeout: float = 30.0, **kw: Any) -> CommandResult:
+        self.ops.append(("command", json.dumps(argv)))
+        return super().run(argv, timeout=timeout, **kw)
+
+
+def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:
+    """One Ansible task per distinct read that gathering this host makes."""
+    tracer = Tracing()
+    Gatherer(spec, tracer).gather()
+    tasks: list[dict[str, Any]] = []
+    for op, arg in dict.fromkeys(tracer.ops):
+        if op == "slurp":
+            tasks.append({"ansible.builtin.slurp": {"src": arg}})
+        elif op == "stat":
+            tasks.append({"ansible.builtin.stat": {"path": arg, "follow": False}})
+        elif op == "find":
+            tasks.append({"ansible.builtin.find": {"paths": arg, "file_type": "any"}})
+        else:
+            tasks.append({"ansible.builtin.command": {"argv": json.loads(arg)}})
+    for task in tasks:
+        task["ignore_errors"] = True
+    return tasks
+
+
+def run_ansible(
+    work: Path, hosts: list[str], tasks: list[dict[str, Any]], server: SshServer, known: Path
+) -> float | None:
+    playbook_bin = shutil.which("ansible-playbook")
+    if playbook_bin is None:
+        return None
+    inventory = work / "ansible_hosts.ini"
+    inventory.write_text("[fleet]\n" + "\n".join(hosts) + "\n")
+    import yaml
+
+    play = [{"hosts": "fleet", "gather_facts": False, "tasks": tasks}]
+    playbook = work / "ansible_play.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    control = work / "cp"
+    control.mkdir(exist_ok=True)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(work / "none.cfg"),
+        ANSIBLE_HOME=str(work / "ansible_home"),
+        ANSIBLE_LOCAL_TEMP=str(work / "ansible_tmp"),
+        ANSIBLE_PIPELINING="True",
+        ANSIBLE_HOST_KEY_CHECKING="True",
+        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+        ANSIBLE_RETRY_FILES_ENABLED="False",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_SSH_CONTROL_PATH_DIR=str(control),
+        ANSIBLE_SSH_ARGS=(
+            f"-F {work / 'ssh_config_fleet'} -o UserKnownHostsFile={known} "
+            f"-o StrictHostKeyChecking=yes -o IdentityFile={server.client_key} "
+            "-o ControlMaster=auto -o ControlPersist=30s"
+        ),
+    )
+    start = time.perf_counter()
+    p = subprocess.run(
+        [playbook_bin, "-i", str(inventory), str(playbook), "-f", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if p.returncode != 0 or "unreachable=0" not in p.stdout:
+        raise SystemExit(f"ansible-playbook failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return elapsed
+
+
+def execs_per_host(specs: list[HostSpec], opts: SSHOptions) -> Counter[str]:
+    """Remote commands and SFTP requests one check of each host makes (on the real client)."""
+    import paramiko
+
+    seen: Counter[str] = Counter()
+    open_channel = SSHTransport._open_channel
+    request = paramiko.SFTPClient._request
+
+    def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
+        seen["remote commands"] += 1
+        return open_channel(self, argv, timeout)
+
+    def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
+        seen["SFTP requests"] += 1
+        return request(self, *args)
+
+    SSHTransport._open_channel = counted_open  # type: ignore[method-assign]
+    paramiko.SFTPClient._request = counted_request  # type: ignore[method-assign]
+    try:
+        timed(specs, opts, 1)
+    finally:
+        SSHTransport._open_channel = open_channel  # type: ignore[method-assign]
+        paramiko.SFTPClient._request = request  # type: ignore[method-assign]
+    return Counter({k: v // len(specs) for k, v in seen.items()})
+
+
+def timed(specs: list[HostSpec], opts: SSHOptions, jobs: int) -> float:
     start = time.perf_counter()
     reports = check_hosts(specs, ssh=opts, jobs=jobs, timeout=300)
     elapsed = time.perf_counter() - start
@@ -34,44 +207,109 @@ def timed(specs: list, opts: SSHOptions, jobs: int) -> float:  # type: ignore[ty
     return elapsed
 
 
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hosts", type=int, default=20)
-    ap.add_argument("--delay-ms", type=float, default=10.0)
+    ap.add_argument("--hosts", type=int, default=10, help="hosts for the serial comparison")
+    ap.add_argument("--fleet", type=int, default=200, help="host aliases checked at once")
+    ap.add_argument("--jobs", type=int, default=64)
+    ap.add_argument("--delay-ms", type=float, default=10.0, help="each way")
+    ap.add_argument("--login-rc", action="store_true", help="let bash read root's ~/.bashrc")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dflash-fleet-"))
-    server = start_sshd(work)
-    proxy = LatencyProxy(server.port, args.delay_ms / 1000)
+    # Root's ~/.bashrc on this machine runs `pyenv init` (about 0.4 s) for every remote
+    # command, as bash does when sshd starts it; a stock root's returns at once. The test
+    # sshd makes bash skip it (SHLVL=1), for both tools alike; `--login-rc` keeps it.
+    server = start_sshd(work, extra="SetEnv SHLVL=0" if args.login_rc else "")
+    proxy = ProxyProcess(server.port, args.delay_ms / 1000)
+    rtt = 2 * args.delay_ms
     try:
         pub = (work / "host_key.pub").read_text().split()
         known = work / "known_hosts_all"
-        known.write_text(
-            server.known_hosts.read_text() + f"[127.0.0.1]:{proxy.port} {pub[0]} {pub[1]}\n"
-        )
+        known.write_text(f"[127.0.0.1]:{proxy.port} {pub[0]} {pub[1]}\n")
         config = work / "ssh_config_fleet"
         config.write_text(
-            f"Host direct-*\n    HostName 127.0.0.1\n    Port {server.port}\n"
             f"Host wan-*\n    HostName 127.0.0.1\n    Port {proxy.port}\n"
-            f"Host *\n    User {getpass.getuser()}\n    IdentityFile {server.client_key}\n"
+            f"    User {getpass.getuser()}\n    IdentityFile {server.client_key}\n"
         )
         opts = SSHOptions(known_hosts=str(known), ssh_config=str(config), interactive=False)
         base = load_recorded_host(str(DEMO_DIR))
-        print(f"{args.hosts} hosts, each the recorded seed host over SSH")
-        for kind, label in (
-            ("direct", "loopback, no latency"),
-            ("wan", f"{2 * args.delay_ms:g} ms round trip"),
-        ):
-            specs = [
-                base.model_copy(update={"name": f"{kind}-{i}", "address": f"{kind}-{i}"})
-                for i in range(args.hosts)
+
+        def specs(n: int) -> list[HostSpec]:
+            return [
+                base.model_copy(update={"name": f"wan-{i}", "address": f"wan-{i}"})
+                for i in range(n)
             ]
-            timed(specs[:2], opts, 2)  # warm up imports and sshd
-            serial = timed(specs, opts, 1)
-            parallel = timed(specs, opts, args.hosts)
-            print(
-                f"{label:>24}: --jobs 1 {serial:6.2f} s, --jobs {args.hosts} {parallel:6.2f} s, "
-                f"ratio {parallel / serial:.2f} (target < 0.25)"
+
+        serial_specs = specs(args.hosts)
+        timed(serial_specs[:2], opts, 2)  # warm up imports and sshd
+        trips = execs_per_host(serial_specs[:2], opts)
+        print(
+            f"the recorded seed host over SSH at a {rtt:g} ms round trip (relay process), "
+            f"~/.bashrc {'read' if args.login_rc else 'skipped'}; per host: {dict(trips)}"
+        )
+        serial = timed(serial_specs, opts, 1) / args.hosts
+        print(f"dflash-doctor --jobs 1: {serial:.3f} s per host (target <= 0.3 s), {load()}")
+        # The same hosts 100 ms further away: the growth counts the round trips per host,
+        # whatever the load; the rest of the cost is CPU, here the hosts' own too (every
+        # host's sshd and bundle share this machine's cores with the tool).
+        far = ProxyProcess(server.port, args.delay_ms / 1000 + 0.05)
+        try:
+            known.write_text(known.read_text() + f"[127.0.0.1]:{far.port} {pub[0]} {pub[1]}\n")
+            config.write_text(
+                config.read_text() + f"Host far-*\n    HostName 127.0.0.1\n    Port {far.port}\n"
+                f"    User {getpass.getuser()}\n    IdentityFile {server.client_key}\n"
             )
+            far_specs = [s.model_copy(update={"address": "far" + s.name[3:]}) for s in serial_specs]
+            slow = timed(far_specs[:5], opts, 1) / 5
+            near = timed(serial_specs[:5], opts, 1) / 5
+        finally:
+            far.close()
+        print(
+            f"  round trips per host: {(slow - near) / 0.1:.1f} "
+            f"({near:.3f} s at {rtt:g} ms, {slow:.3f} s at {rtt + 100:g} ms), "
+            f"so {near - (slow - near) / 0.1 * rtt / 1000:.3f} s of it is CPU and processes "
+            f"at this load, {load()}"
+        )
+        # The gatherer's own reads without the bundle (per-file SFTP, as before issue 15).
+        from dflash_doctor import gather as gather_module
+
+        bundled = gather_module.prefetching
+        gather_module.prefetching = lambda spec, transport: transport
+        try:
+            plain_trips = execs_per_host(serial_specs[:2], opts)
+            plain = timed(serial_specs[:5], opts, 1) / 5
+        finally:
+            gather_module.prefetching = bundled
+        print(
+            f"  without the bundle (per-file SFTP): {plain:.3f} s per host, {dict(plain_trips)}; "
+            f"ratio {serial / plain:.2f}, {load()}"
+        )
+        tasks = ansible_tasks(base)
+        peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
+        if peer is None:
+            print("ansible-playbook not installed (pip install .[bench]): no Ansible peer")
+        else:
+            per = peer / args.hosts
+            print(
+                f"Ansible, pipelining, {len(tasks)} tasks (the same reads), forks 1: "
+                f"{per:.3f} s per host; ratio {serial / per:.2f}x Ansible (target <= 0.3), "
+                f"{load()}"
+            )
+        fleet = specs(args.fleet)
+        cpu = cpu_seconds()
+        wall = timed(fleet, opts, args.jobs)
+        cpu = cpu_seconds() - cpu
+        print(
+            f"--jobs {args.jobs} over {args.fleet} hosts: {wall:.2f} s wall, "
+            f"{cpu / args.fleet * 1000:.1f} ms CPU per host "
+            f"(1,000 hosts: about {wall * 1000 / args.fleet:.0f} s, {cpu * 1000 / args.fleet:.0f} "
+            f"CPU s on this machine), {load()}"
+        )
     finally:
         proxy.close()
         server.stop()

@@ -8,49 +8,44 @@ import traceback
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from dflash_doctor import __version__
-from dflash_doctor.bench.matrix import (
+from dflash_doctor.defaults import (
+    DEFAULT_AGREEMENT_TOKENS,
+    DEFAULT_BUDGET_MIB,
+    DEFAULT_HOST_TIMEOUT,
+    DEFAULT_JOBS,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_MAX_TOTAL_TOKENS,
     DEFAULT_SEED,
-    BenchOptions,
+    Severity,
 )
-from dflash_doctor.checks import CATALOG
-from dflash_doctor.checks.base import Severity
-from dflash_doctor.checks.retired import RETIRED
-from dflash_doctor.demo import demo_host
 from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError, one_line
-from dflash_doctor.fix.session import fix_host
-from dflash_doctor.hosts import HostSpec, load_recorded_host
-from dflash_doctor.inventory import load_inventory
-from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
-from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
-from dflash_doctor.probes.host import ProbeOptions, probe_host
-from dflash_doctor.probes.runner import DEFAULT_AGREEMENT_TOKENS, DEFAULT_BUDGET_MIB
-from dflash_doctor.render.json_report import render_json
-from dflash_doctor.render.junit import render_junit
-from dflash_doctor.render.probe import render_probe
-from dflash_doctor.render.probe_plot import require_plot, write_plot
-from dflash_doctor.render.progress import host_progress
-from dflash_doctor.render.sarif import render_sarif
-from dflash_doctor.render.terminal import render_catalog, render_explain, render_terminal
-from dflash_doctor.render.text import clean
-from dflash_doctor.report import (
+from dflash_doctor.exit_codes import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    build_report,
 )
-from dflash_doctor.transport.ssh import SSHOptions
+from dflash_doctor.render.text import clean
+
+# Start-up stays near `python -c pass` (bench/startup.py): what a command needs is imported
+# inside it, so `--help` and `checks` never load paramiko, torch, matplotlib or pydantic
+# models they do not use (tests/test_startup.py pins it).
+if TYPE_CHECKING:
+    from dflash_doctor.bench.matrix import BenchOptions
+    from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.transport.ssh import SSHOptions
+
 
 app = typer.Typer(
     no_args_is_help=True,
+    # Plain click help and errors: typer's rich formatting imports markdown and pygments,
+    # which would double the start-up of `--help` (bench/startup.py).
+    rich_markup_mode=None,
     add_completion=False,
     # Locals in a traceback could hold secrets read from a host.
     pretty_exceptions_show_locals=False,
@@ -86,6 +81,9 @@ def _specs(
     from_inventory: list[HostSpec],
     overrides: dict[str, object],
 ) -> list[HostSpec]:
+    from dflash_doctor.demo import demo_host
+    from dflash_doctor.hosts import HostSpec, load_recorded_host
+
     specs: list[HostSpec] = list(from_inventory)
     if demo:
         specs.append(demo_host())
@@ -109,6 +107,8 @@ def _ssh(
     accept_new_host_key: bool,
     connect_timeout: float = 10.0,
 ) -> SSHOptions:
+    from dflash_doctor.transport.ssh import SSHOptions
+
     return SSHOptions(
         identity_files=tuple(identity or ()),
         known_hosts=known_hosts,
@@ -121,6 +121,8 @@ def _ssh(
 def _selection(select: str | None) -> list[str] | None:
     if not select:
         return None
+    from dflash_doctor.checks import CATALOG
+
     chosen = [s.strip().upper() for s in select.split(",") if s.strip()]
     unknown = [c for c in chosen if c not in CATALOG]
     if unknown:
@@ -161,6 +163,8 @@ def _bench_options(
     max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS,
     yes: bool = False,
 ) -> BenchOptions:
+    from dflash_doctor.bench.matrix import BenchOptions
+
     return BenchOptions(
         contexts=_counts(contexts, "--contexts"),
         concurrency=_counts(concurrency, "--concurrency"),
@@ -266,6 +270,17 @@ def check(
     fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
+    from rich.console import Console
+
+    from dflash_doctor.demo import demo_host
+    from dflash_doctor.inventory import load_inventory
+    from dflash_doctor.pipeline import check_hosts
+    from dflash_doctor.probes.host import ProbeOptions
+    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.progress import host_progress
+    from dflash_doctor.render.terminal import render_terminal
+    from dflash_doctor.report import build_report
+
     chosen = _selection(select)
     specs = _specs(
         hosts or [],
@@ -374,6 +389,12 @@ def probe(
     Exit 0 when the probe ran, 1 when it refused (GPU memory) or its self-check failed,
     2 when it could not run (no torch on the host, bad input).
     """
+    from rich.console import Console
+
+    from dflash_doctor.probes.host import ProbeOptions, probe_host
+    from dflash_doctor.render.probe import render_probe
+    from dflash_doctor.render.probe_plot import require_plot, write_plot
+
     if device not in ("auto", "cpu", "cuda") or dtype not in ("float32", "bfloat16"):
         raise UsageError("--device is auto, cpu or cuda; --dtype is float32 or bfloat16")
     if weights not in ("random", "real"):
@@ -462,6 +483,18 @@ def gate(
     fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
+    from rich.console import Console
+
+    from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.inventory import load_inventory
+    from dflash_doctor.pipeline import check_hosts
+    from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
+    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.junit import render_junit
+    from dflash_doctor.render.sarif import render_sarif
+    from dflash_doctor.render.terminal import render_terminal
+    from dflash_doctor.report import build_report
+
     chosen = _selection(select)
     overrides: dict[str, object] = {"offline": True}
     for key, value in (
@@ -575,6 +608,12 @@ def fix(
     ] = 0.05,
 ) -> None:
     """Show the change to the launch definition as a diff; --apply carries it out safely."""
+    from rich.console import Console
+
+    from dflash_doctor.fix.session import fix_host
+    from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.inventory import load_inventory
+
     overrides: dict[str, object] = {
         "launch_file": launch,
         "drafter_path": drafter,
@@ -672,6 +711,8 @@ def bench_command(
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
 ) -> None:
     """Measure acceptance on the live server across the drafter's window and concurrency."""
+    from rich.console import Console
+
     from dflash_doctor.bench.run import bench_host
     from dflash_doctor.pipeline import open_transport
     from dflash_doctor.render.bench import cell_progress, render_bench, render_bench_json
@@ -719,12 +760,23 @@ def bench_command(
 @app.command("checks")
 def list_checks() -> None:
     """List the check catalog."""
-    render_catalog(list(CATALOG.values()), Console())
+    from rich.console import Console
+
+    from dflash_doctor.catalog_index import catalog_entries
+    from dflash_doctor.render.catalog import render_catalog
+
+    render_catalog(catalog_entries(), Console())
 
 
 @app.command()
 def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD103")]) -> None:
     """Print a check's documentation: what it finds, why it hurts, how to fix it."""
+    from rich.console import Console
+
+    from dflash_doctor.checks import CATALOG
+    from dflash_doctor.checks.retired import RETIRED
+    from dflash_doctor.render.terminal import render_explain
+
     found = CATALOG.get(check_id.upper())
     if found is None and check_id.upper() in RETIRED:
         Console().print(RETIRED[check_id.upper()], markup=False, highlight=False)
@@ -740,12 +792,24 @@ def version() -> None:
     typer.echo(__version__)
 
 
+# Commands that take no arguments run without typer's parsing when given none: typer 0.29
+# builds a pydantic TypeAdapter for every parameter it processes (an unset --help too),
+# and importing pydantic alone costs more than the whole listing (bench/startup.py).
+_BARE_COMMANDS = {"checks": list_checks, "version": version}
+
+
 def main() -> None:
     try:
+        bare = _BARE_COMMANDS.get(sys.argv[1]) if len(sys.argv) == 2 else None
+        if bare is not None:
+            bare()
+            return
         # Not standalone: click would turn an unexpected exception into exit 1, the code
         # for findings. Here every way out has its documented code (report.py).
         code = app(standalone_mode=False)
     except DoctorError as e:
+        from rich.console import Console
+
         # soft_wrap: one line however long, never cut at the console width
         Console(stderr=True).print(
             clean(one_line(f"dflash-doctor: error: {e}")),

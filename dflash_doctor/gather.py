@@ -49,6 +49,7 @@ from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.facts.sglang_code import MAX_SOURCE_BYTES, parse_dflash_model_source
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.prefetch_plan import prefetching
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
@@ -90,7 +91,8 @@ def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
 class Gatherer:
     def __init__(self, spec: HostSpec, transport: Transport) -> None:
         self.spec = spec
-        self.t = transport
+        # A remote host answers the whole gathering in one round trip (prefetch_plan.py).
+        self.t = prefetching(spec, transport)
         self.host = spec.name
         self.pid: int | None = spec.pid
         # Offline, the model files are this machine's: find them through its own HF env.
@@ -104,7 +106,7 @@ class Gatherer:
             f"{self.host}: no server process found, so its environment is unknown"
         )
         # Every host interpreter runs through this: as the server's owner, or not at all.
-        self.exec = HostExec(transport, spec)
+        self.exec = HostExec(self.t, spec)
         self.native_refused: str | None = None
 
     # -- the server process -------------------------------------------------------------
@@ -360,7 +362,9 @@ class Gatherer:
         """Interpreters that may run the stdlib log filter, each as a safe argv prefix."""
         found = []
         with contextlib.suppress(DoctorError):
-            found.append(self.exec.system_python(pid=self.pid))
+            # A recorded tree's pid names no live process: our stdlib script then runs as
+            # the doctor's own user, under a system Python that host_exec found safe.
+            found.append(self.exec.system_python(pid=None if self.spec.recorded else self.pid))
         with contextlib.suppress(DoctorError):
             found.append([*self.exec.prefix(self.launch_python, pid=self.pid), "-I"])
         return found

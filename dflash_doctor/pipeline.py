@@ -12,6 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
+from dflash_doctor.defaults import DEFAULT_HOST_TIMEOUT as DEFAULT_HOST_TIMEOUT
+from dflash_doctor.defaults import DEFAULT_JOBS as DEFAULT_JOBS
 from dflash_doctor.errors import DoctorError, HostUnreachable, one_line
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.gather import gather
@@ -25,9 +27,6 @@ if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.transport.ssh import SSHOptions
-
-DEFAULT_HOST_TIMEOUT = 120.0
-DEFAULT_JOBS = 16
 
 
 def open_transport(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:

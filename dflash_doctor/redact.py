@@ -18,6 +18,9 @@ _SECRET_WORDS = (
     r"|(?<![A-Za-z])token(?![A-Za-z_])|(?<![A-Za-z])auth(?![A-Za-z]))"
 )
 _SECRET_NAME = re.compile(_SECRET_WORDS, re.IGNORECASE)
+# The same rule for the shipped gather bundle, which decides on the host which environment
+# values may leave it (transport/bundle_script.py).
+SECRET_WORDS = _SECRET_WORDS
 # Names that look secret by the rule above but hold public values.
 _NOT_SECRET = {"mask_token"}
 _MAX_NAME = 128

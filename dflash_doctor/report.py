@@ -14,19 +14,18 @@ from pydantic import BaseModel, Field
 from dflash_doctor import __version__
 from dflash_doctor.checks.base import CheckResult, Finding, Severity
 from dflash_doctor.errors import one_line
+from dflash_doctor.exit_codes import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 from dflash_doctor.facts.models import HostFacts
 
 SCHEMA_VERSION = 1
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_FIX_FAILED = 4
-EXIT_INTERNAL = 5
 # Skip reasons of checks that could not judge (runner.py): a fact missing, or unusable.
 UNJUDGED_PREFIXES = ("needs ", "the check could not judge")
-EXIT_INTERRUPTED = 130
 
 
 class HostReport(BaseModel):

@@ -12,16 +12,16 @@ import json
 from dataclasses import dataclass, field
 
 from dflash_doctor.checks.views import context_length
+from dflash_doctor.defaults import DEFAULT_MAX_NEW_TOKENS as DEFAULT_MAX_NEW_TOKENS
+from dflash_doctor.defaults import DEFAULT_MAX_TOTAL_TOKENS as DEFAULT_MAX_TOTAL_TOKENS
+from dflash_doctor.defaults import DEFAULT_SEED as DEFAULT_SEED
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.models import HostFacts
 
 WINDOW_MULTIPLES = (0.25, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CONCURRENCY = (1, 4, 16)
-DEFAULT_MAX_NEW_TOKENS = 128
 # A drafter without a sliding window has no window to straddle: centre on this length.
 NO_WINDOW_BASE = 4096
-DEFAULT_MAX_TOTAL_TOKENS = 4_000_000
-DEFAULT_SEED = "dflash-doctor"
 # SGLang's SamplingParams default temperature when a client sends none
 # (sampling/sampling_params.py:46 in 0.5.11).
 SGLANG_DEFAULT_TEMPERATURE = 1.0

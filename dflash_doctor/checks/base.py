@@ -5,22 +5,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from dflash_doctor.defaults import Severity as Severity
 from dflash_doctor.facts.models import HostFacts
-
-
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        return {"error": 3, "warning": 2, "info": 1}[self.value]
 
 
 class Evidence(BaseModel):

@@ -11,6 +11,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.exit_codes import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from dflash_doctor.facts.launch import parse_launch_file
 from dflash_doctor.fix.apply import apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.edits import edit_argv, edit_inventory_launch
@@ -20,7 +21,6 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
 from dflash_doctor.render.text import clean
-from dflash_doctor.report import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.ssh import SSHOptions

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dflash_doctor.defaults import DEFAULT_AGREEMENT_TOKENS as DEFAULT_AGREEMENT_TOKENS
+from dflash_doctor.defaults import DEFAULT_BUDGET_MIB as DEFAULT_BUDGET_MIB
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import DrafterConfig
 from dflash_doctor.probes.models import ProbeResult
@@ -16,8 +18,6 @@ from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
 PROBE_TIMEOUT = 600.0
-DEFAULT_BUDGET_MIB = 4096  # the probe's own default too (attention_probe.DEFAULT_BUDGET_MIB)
-DEFAULT_AGREEMENT_TOKENS = 256  # attention_probe.DEFAULT_AGREEMENT_TOKENS says why
 # The one line shown when the host's Python cannot import torch.
 TORCH_HINT = (
     "install it there (CPU build: pip install torch --index-url "

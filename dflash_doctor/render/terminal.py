@@ -8,11 +8,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from dflash_doctor.checks.base import Check, Evidence, Finding, Severity
+from dflash_doctor.checks.base import Check, Evidence, Finding
+from dflash_doctor.render.catalog import STYLE
 from dflash_doctor.render.text import clean
 from dflash_doctor.report import HostReport, Report
-
-STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def _where(ev: Evidence) -> str:
@@ -110,13 +109,6 @@ def render_terminal(report: Report, console: Console) -> None:
             style="bold",
         )
     )
-
-
-def render_catalog(checks: list[Check], console: Console) -> None:
-    table = Table("id", "severity", "name", "what it finds", box=None)
-    for c in checks:
-        table.add_row(c.id, Text(c.severity.value, style=STYLE[c.severity]), c.name, c.summary)
-    console.print(table)
 
 
 def render_explain(check: Check, console: Console) -> None:

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 CHUNK_BYTES = 1024 * 1024
+# How a remote transport words the two file errors a host reports most (after the host and
+# path); the SSH transport and the answers of a prefetched bundle say them alike.
+NO_SUCH_FILE = "no such file or directory"
+PERMISSION_DENIED = "permission denied"
 
 
 # Called with each line (no newline) a command writes to stderr, while it runs.

@@ -27,7 +27,14 @@ from typing import Any
 import paramiko
 
 from dflash_doctor.errors import HostUnreachable, TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    NO_SUCH_FILE,
+    PERMISSION_DENIED,
+    CommandResult,
+    LineSplitter,
+    StderrLines,
+)
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
 # last-resort handler would print it on stderr. Every failure reaches the user as one line.
@@ -454,9 +461,9 @@ class SSHTransport:
 
     def _file_error(self, path: str, e: BaseException) -> TransportError:
         if isinstance(e, FileNotFoundError) or getattr(e, "errno", None) == 2:
-            return TransportError(f"{self.host}:{path}: no such file or directory")
+            return TransportError(f"{self.host}:{path}: {NO_SUCH_FILE}")
         if isinstance(e, PermissionError) or getattr(e, "errno", None) == 13:
-            return TransportError(f"{self.host}:{path}: permission denied")
+            return TransportError(f"{self.host}:{path}: {PERMISSION_DENIED}")
         if isinstance(e, socket.timeout | TimeoutError):
             return TransportError(f"{self.host}:{path}: timed out")
         return TransportError(f"{self.host}:{path}: {e or type(e).__name__}")

@@ -1,0 +1,96 @@
+"""What a gathering will ask a remote host, told to the bundle that answers it in one go.
+
+`prefetching(spec, transport)` wraps a remote transport in `PrefetchTransport` with the
+config that `transport/bundle_script.py` follows: the same paths, limits, commands and
+environment names that `gather.py` uses, taken from where they are defined. A local
+transport is returned as it is: there a read costs no round trip.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, cast
+
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.transport.base import Transport
+
+# The model flags whose values name the target and the drafter (facts/launch.py FLAG_SPECS):
+# 0.5.11 srt/server_args.py:4191-4192 (`--model-path`, alias `--model`) and :5371
+# (`--speculative-draft-model-path`); 0.5.23 derives flags from field names
+# (srt/arg_groups/arg_utils.py:289; model_path with alias `--model` at :29;
+# speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
+# their argparse abbreviations.
+MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+# The SGLang entry points a server's argv names (facts/launch.py `sglang_args_start`).
+LAUNCHER_SUFFIXES = ("launch_server", "launch_server.py")
+# Values of these environment names leave the host besides gather.ENV_KEYS and the
+# catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
+# (redact.py), so that a check reading one more of them still sees it.
+ENV_VALUE_PREFIXES = ("SGLANG_",)
+# Files of the installed sglang package that gathering reads beside its dist-info.
+SITE_FILES = ("sglang/srt/models/dflash.py",)
+LOG_FILTER_SCRIPT = "facts/log_filter.py"
+# Commands a live host is asked during gathering whatever it runs: answered from the bundle
+# (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
+LIVE_COMMANDS = (("id", "-u"),)
+
+
+@cache
+def arch_modules() -> dict[str, list[str]]:
+    """Architecture -> the `sglang.srt.models` modules that define it in some release
+    (the catalog's data, facts/capture_hooks.py): the files gather.capture_hook reads."""
+    from dflash_doctor.facts.capture_hooks import _data
+
+    known = cast(dict[str, list[list[str]]], _data()["known"])
+    return {arch: sorted({str(r[0]) for r in runs}) for arch, runs in known.items()}
+
+
+def bundle_config(spec: HostSpec) -> dict[str, Any]:
+    # Imported here: gather.py imports this module, and these are its own settings.
+    from dflash_doctor import gather
+    from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
+    from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
+    from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+    from dflash_doctor.redact import SECRET_WORDS
+    from dflash_doctor.shipped import script_source
+    from dflash_doctor.transport.prefetch import LIMITS
+
+    live = not spec.recorded
+    return {
+        "root": spec.root,
+        "recorded": spec.recorded,
+        "pid": spec.pid,
+        "pgrep": ["pgrep", "-f", "sglang"] if live and spec.pid is None else None,
+        "launchers": list(LAUNCHER_SUFFIXES),
+        "model_flags": list(MODEL_FLAGS),
+        "models": [m for m in (spec.drafter_path, spec.target_path) if m],
+        "hf_home": spec.hf_home,
+        "python": spec.python,
+        "launch_file": spec.launch_file,
+        "log_path": spec.log_path,
+        "env_values": [*gather.ENV_KEYS, *CATALOG_ENV_NAMES],
+        "env_value_prefixes": list(ENV_VALUE_PREFIXES),
+        "secret_name": SECRET_WORDS,
+        "site_files": list(SITE_FILES),
+        "models_package": MODELS_PACKAGE,
+        "arch_modules": arch_modules(),
+        "log_filter": {
+            "script": LOG_FILTER_SCRIPT,
+            "source": script_source(LOG_FILTER_SCRIPT),
+            "min_bytes": gather.REMOTE_FILTER_MIN_BYTES,
+            "timeout": 600,
+        },
+        "nvidia_smi": list(NVIDIA_SMI_ARGV) if live else None,
+        "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
+        "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
+        "limits": dict(LIMITS),
+    }
+
+
+def prefetching(spec: HostSpec, transport: Transport) -> Transport:
+    """The transport a gathering reads through: bundled when the host is remote."""
+    if not transport.remote or spec.offline:
+        return transport
+    from dflash_doctor.transport.prefetch import PrefetchTransport
+
+    return PrefetchTransport(transport, bundle_config(spec))

@@ -1,0 +1,503 @@
+"""Gather a host's facts in ONE remote execution: the answers a gathering will ask for.
+
+Stdlib only, imports nothing from dflash_doctor, and runs with Python 3.8+: the SSH
+transport ships this file to the host (`/usr/bin/python3 -I -S -c SOURCE CONFIG`, the
+interpreter chosen and checked by `transport/prefetch.py`, never one the host's users
+provide) and reads one bounded JSON bundle from its stdout. `transport/prefetch.py` then
+answers the gatherer's reads, listings, links and commands from it; anything this script
+did not foresee falls back to a real transport call, so the bundle is an optimisation that
+can only be incomplete, never wrong.
+
+It walks the same steps as `gather.py`, over the same paths (`root` prefixes them on a
+recorded host tree): the server process candidates (pgrep, or /proc on a recorded tree)
+with their cmdline, status, environment and stdout/stderr targets; the launch file; the
+drafter and target config.json (directory, or the Hugging Face hub cache); the sglang
+dist-info beside the server's Python; the log (whole when small, else the output of the
+shipped log filter run here); nvidia-smi. Commands run through the login shell exactly as
+the SSH transport runs them, so their output is what a direct call would get.
+
+Secrets stay on the host: of the process environment only the names leave it, and the
+values of the names the config allows (model locations, SGLang settings whose names do
+not look secret); a withheld value reads as a bare NAME with no `=`.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import os
+import posixpath
+import re
+import shlex
+import stat
+import sys
+import time
+import zlib
+
+# Not `typing.TYPE_CHECKING`: importing typing would cost every host a few milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+VERSION = 1
+# errno values that the SFTP server reports as "no such file" / "permission denied"
+# (OpenSSH sftp-server errno_to_portable); any other error is left to a real call.
+NO_FILE = (2, 20, 9, 40)  # ENOENT, ENOTDIR, EBADF, ELOOP
+DENIED = (1, 13, 14)  # EPERM, EACCES, EFAULT
+HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+
+
+def _error(e: OSError) -> str | None:
+    if e.errno in NO_FILE:
+        return "nofile"
+    if e.errno in DENIED:
+        return "denied"
+    return None
+
+
+def _pack(data: bytes) -> str:
+    return binascii.b2a_base64(zlib.compress(data, 6), newline=False).decode("ascii")
+
+
+class Bundle:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.limits = cfg["limits"]
+        self.root = cfg.get("root") or "/"
+        self.budget = int(self.limits["total"])
+        self.files: dict[str, dict[str, Any]] = {}
+        self.dirs: dict[str, Any] = {}
+        self.links: dict[str, Any] = {}
+        self.runs: list[dict[str, Any]] = []
+        self.streams: list[dict[str, Any]] = []
+        self.architectures: list[str] = []
+
+    # -- paths and budget -----------------------------------------------------------------
+
+    def path(self, host_path: str) -> str:
+        """Where a host path is read from: the same join as HostSpec.path."""
+        if self.root in ("", "/"):
+            return host_path
+        return posixpath.join(self.root, host_path.lstrip("/"))
+
+    def _spend(self, n: int) -> bool:
+        if n > self.budget:
+            return False
+        self.budget -= n
+        return True
+
+    # -- the transport's primitives, recorded ---------------------------------------------
+
+    def stat(self, host_path: str) -> dict[str, Any] | None:
+        """os.stat of a host path, recorded; None when it failed."""
+        p = self.path(host_path)
+        entry = self.files.get(p)
+        if entry is not None:
+            return entry if "err" not in entry else None
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            kind = _error(e)
+            if kind:
+                self.files[p] = {"err": kind}
+            return None
+        entry = {"mode": st.st_mode, "size": st.st_size}
+        self.files[p] = entry
+        return entry
+
+    def read(self, host_path: str, limit: int) -> bytes | None:
+        """The bytes of a regular file (at most `limit`), recorded; None when unreadable."""
+        p = self.path(host_path)
+        entry = self.stat(host_path)
+        if entry is None or not stat.S_ISREG(entry["mode"]):
+            return None
+        if "data" in entry:
+            raw: bytes = entry["raw"]
+            return raw
+        if entry["size"] > limit:
+            return None  # the gatherer's own read decides "too large" from the size
+        data = self._read_regular(p, entry, limit)
+        if data is None or len(data) > limit:
+            return None  # unreadable, or a /proc file larger than it said: a real read
+        packed = _pack(data)
+        if not self._spend(len(packed)):
+            return None
+        entry["data"] = packed
+        entry["raw"] = data
+        return data
+
+    def _read_regular(self, p: str, entry: dict[str, Any], limit: int) -> bytes | None:
+        """At most limit + 1 bytes; never blocks on a FIFO swapped in after the stat."""
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as e:
+            kind = _error(e)
+            if kind:
+                entry["read_err"] = kind  # stat worked, open did not: as over SFTP
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, left = [], limit + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def listdir(self, host_path: str) -> list[str] | None:
+        p = self.path(host_path)
+        if p in self.dirs:
+            got = self.dirs[p]
+            return got if isinstance(got, list) else None
+        try:
+            names = sorted(os.listdir(p))
+        except OSError as e:
+            kind = _error(e)
+            if kind:
+                self.dirs[p] = {"err": kind}
+            return None
+        if len(names) > self.limits["dir_entries"] or not self._spend(
+            sum(len(n) + 4 for n in names)
+        ):
+            return names  # used here, but too many to carry: a real listing answers
+        self.dirs[p] = names
+        return names
+
+    def readlink(self, host_path: str) -> str | None:
+        p = self.path(host_path)
+        try:
+            target = os.readlink(p)
+        except OSError as e:
+            kind = _error(e)
+            if kind:
+                self.links[p] = {"err": kind}
+            return None
+        self.links[p] = target
+        return target
+
+    def run(self, argv: list[str], timeout: float) -> tuple[int, bytes] | None:
+        """Run argv through the login shell, as the SSH server runs a remote command."""
+        # sshd runs `$SHELL -c COMMAND` with argv[0] the shell's base name: so here too,
+        # and a missing command is worded as the transport would word it.
+        import subprocess  # only a live host runs commands: a recorded tree starts faster
+
+        shell = os.environ.get("SHELL") or "/bin/sh"
+        try:
+            proc = subprocess.run(
+                [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in argv)],
+                executable=shell,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        out, err = proc.stdout, proc.stderr
+        if len(out) + len(err) > self.limits["command_output"]:
+            return None
+        packed = (_pack(out), _pack(err))
+        if not self._spend(len(packed[0]) + len(packed[1])):
+            return None
+        self.runs.append({"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1]})
+        return proc.returncode, out
+
+    def stream(self, script: str, source: str, args: list[str], timeout: float) -> None:
+        """Run a shipped script with this interpreter; recorded as `python -c SOURCE ARGS`."""
+        import subprocess
+
+        argv = [sys.executable, "-I", "-S", "-c", source, *args]
+        try:
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return
+        if len(proc.stdout) > self.limits["stream_output"]:
+            return
+        out = _pack(proc.stdout)
+        err = _pack(proc.stderr[-65536:])
+        if self._spend(len(out) + len(err)):
+            self.streams.append(
+                {
+                    "script": script,
+                    "args": list(args),
+                    "rc": proc.returncode,
+                    "out": out,
+                    "err": err,
+                }
+            )
+
+    # -- what gathering asks, step by step -----------------------------------------------
+
+    def own_pids(self) -> set[int]:
+        """This script and the shells above it: gone (with their cmdline) once it ends."""
+        pids = set()
+        pid = os.getpid()
+        for _ in range(4):
+            pids.add(pid)
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+            if pid <= 1:
+                break
+        return pids
+
+    def candidates(self) -> list[int]:
+        cfg = self.cfg
+        if cfg.get("pid") is not None:
+            return [int(cfg["pid"])]
+        if cfg.get("pgrep"):
+            got = self.run(cfg["pgrep"], 10)
+            if got is not None and got[0] in (0, 1):
+                return [int(x) for x in got[1].split() if x.isdigit()]
+        entries = self.listdir("/proc") or []
+        return [int(e) for e in entries if e.isdigit()]
+
+    def launcher_index(self, argv: list[str]) -> int | None:
+        for i, arg in enumerate(argv):
+            if arg.endswith(tuple(self.cfg["launchers"])):
+                return i + 1
+            if arg.endswith("sglang") and i + 1 < len(argv) and argv[i + 1] == "serve":
+                return i + 2
+        return None
+
+    def model_refs(self, argv: list[str]) -> list[str]:
+        """Values of the model flags (and of their argparse abbreviations) in an argv."""
+        flags = self.cfg["model_flags"]
+        refs = []
+        for i, arg in enumerate(argv):
+            name, eq, value = arg.partition("=")
+            if len(name) < 7 or not any(f.startswith(name) for f in flags):
+                continue
+            if eq:
+                refs.append(value)
+            elif i + 1 < len(argv):
+                refs.append(argv[i + 1])
+        return refs
+
+    def environ(self, pid: int, limit: int) -> dict[str, str]:
+        """The process environment with only allowed values; kept as the answer to its read."""
+        p = self.path(f"/proc/{pid}/environ")
+        entry = self.stat(f"/proc/{pid}/environ")
+        if entry is None:
+            return {}
+        data = self._read_regular(p, entry, limit)
+        if data is None or len(data) > limit:
+            return {}
+        keep = set(self.cfg["env_values"])
+        prefixes = tuple(self.cfg["env_value_prefixes"])
+        secret = re.compile(self.cfg["secret_name"], re.IGNORECASE)
+        env, shown = {}, []
+        for item in data.split(b"\0"):
+            if not item:
+                continue
+            key, eq, value = item.partition(b"=")
+            name = key.decode("utf-8", "replace")
+            allowed = name in keep or (name.startswith(prefixes) and not secret.search(name))
+            if eq and allowed:
+                env[name] = value.decode("utf-8", "replace")
+                shown.append(item)
+            else:
+                shown.append(key)
+        text = b"\0".join(shown) + (b"\0" if shown else b"")
+        packed = _pack(text)
+        if self._spend(len(packed)):
+            entry["data"] = packed
+            entry["raw"] = text
+            entry["redacted"] = True
+        return env
+
+    def hub_dirs(self, env: dict[str, str]) -> list[str]:
+        """The same list, in the same order, as Gatherer._hub_dirs."""
+        dirs = []
+        for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+            if key in env:
+                dirs.append(env[key])
+        for home in (env.get("HF_HOME"), self.cfg.get("hf_home")):
+            if home:
+                dirs.append(posixpath.join(home, "hub"))
+        dirs.append(posixpath.join(env.get("HOME", "/root"), ".cache/huggingface/hub"))
+        return dirs
+
+    def _config_file(self, path: str) -> None:
+        data = self.read(path, self.limits["config"])
+        try:
+            archs = json.loads(data)["architectures"] if data is not None else []
+        except (ValueError, KeyError, TypeError):
+            return
+        if isinstance(archs, list):
+            self.architectures += [a for a in archs if isinstance(a, str)]
+
+    def config(self, model: str, hubs: list[str]) -> None:
+        """The reads of Gatherer.config_path and the config.json it leads to."""
+        if model.endswith(".json"):
+            self._config_file(model)
+            return
+        local = posixpath.join(model, "config.json")
+        if not HF_REPO.match(model) or model.startswith((".", "/")):
+            self._config_file(local)
+            return
+        entry = self.stat(local)
+        if entry is not None and stat.S_ISREG(entry["mode"]):
+            self._config_file(local)
+            return
+        org, name = model.split("/", 1)
+        for hub in hubs:
+            repo = posixpath.join(hub, f"models--{org}--{name}")
+            snapshots = self.listdir(posixpath.join(repo, "snapshots"))
+            if snapshots is None:
+                continue
+            ref = self.read(posixpath.join(repo, "refs/main"), 256)
+            rev = ref.decode("ascii", "replace").strip() if ref is not None else None
+            if rev not in snapshots:
+                rev = snapshots[-1] if snapshots else None
+            if rev:
+                self._config_file(posixpath.join(repo, "snapshots", rev, "config.json"))
+                return
+
+    def dist_info(self, python: str) -> None:
+        """The listings of Gatherer._version_from_dist_info, plus the files found there.
+
+        Every site directory is listed, as gather does: two sglang dist-infos are ambiguous."""
+        lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), "lib")
+        for py in [d for d in self.listdir(lib) or [] if d.startswith("python3")]:
+            for sub in ("site-packages", "dist-packages"):
+                site = posixpath.join(lib, py, sub)
+                entries = self.listdir(site) or []
+                found = [e for e in entries if re.fullmatch(r"sglang-([^-]+)\.dist-info", e)]
+                for entry in found:
+                    self.read(posixpath.join(site, entry, "METADATA"), self.limits["file"])
+                    for rel in self.cfg.get("site_files", []):
+                        self.read(posixpath.join(site, rel), self.limits["source"])
+                    self.model_sources(site)
+
+    def model_sources(self, site: str) -> None:
+        """The installed model modules of the served architectures, and the sglang model
+        modules they import (one level: base classes), as gather.capture_hook reads them."""
+        package = self.cfg.get("models_package", "sglang.srt.models")
+        todo = [
+            m for arch in self.architectures for m in self.cfg.get("arch_modules", {}).get(arch, [])
+        ]
+        done: set[str] = set()
+        for depth in (0, 1):
+            follow: list[str] = []
+            for module in todo:
+                if module in done or len(done) >= self.limits["source_files"]:
+                    continue
+                done.add(module)
+                path = posixpath.join(site, *package.split("."), *module.split(".")) + ".py"
+                text = self.read(path, self.limits["source"])
+                if text is not None and depth == 0:
+                    prefix = ("from " + package + ".").encode()
+                    for line in text.splitlines():
+                        if line.startswith(prefix):
+                            follow.append(line[len(prefix) :].split()[0].decode("ascii", "replace"))
+            todo = follow
+
+    def log(self, path: str) -> None:
+        entry = self.stat(path)
+        if entry is None or not stat.S_ISREG(entry["mode"]):
+            return
+        filt = self.cfg["log_filter"]
+        if entry["size"] < filt["min_bytes"]:
+            self.read(path, filt["min_bytes"])
+        else:
+            self.stream(filt["script"], filt["source"], [self.path(path)], filt["timeout"])
+
+    def gather(self) -> None:
+        cfg = self.cfg
+        mine = self.own_pids() if not cfg.get("recorded") else set()
+        servers: list[int] = []
+        envs: list[dict[str, str]] = [{}]
+        pythons: list[str] = []
+        refs: list[str] = list(cfg.get("models", []))
+        for pid in self.candidates()[: self.limits["processes"]]:
+            if pid in mine:
+                self.files[self.path(f"/proc/{pid}/cmdline")] = {"err": "nofile"}
+                continue
+            cmdline = self.read(f"/proc/{pid}/cmdline", self.limits["file"])
+            if cmdline is None or b"sglang" not in cmdline:
+                continue
+            argv = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0")]
+            self.read(f"/proc/{pid}/status", self.limits["file"])
+            envs.append(self.environ(pid, self.limits["file"]))
+            start = self.launcher_index(argv)
+            if start is None:
+                continue
+            servers.append(pid)
+            for fd in (1, 2):
+                self.readlink(f"/proc/{pid}/fd/{fd}")
+            pythons += [a for a in argv[: max(start - 1, 0)] if PYTHON.search(a)][:1]
+            refs += self.model_refs(argv[start:])
+        if cfg.get("launch_file"):
+            text = self.read(cfg["launch_file"], self.limits["file"])
+            if text is not None:
+                # Any shell, unit or compose spelling: split on quotes, `=` and blanks.
+                words = re.split(r"[\s\"'=\\]+", text.decode("utf-8", "replace"))
+                refs += self.model_refs(words)
+                pythons += [w for w in words if PYTHON.search(w)]
+        hubs = []
+        for env in envs:
+            hubs += [h for h in self.hub_dirs(env) if h not in hubs]
+        for model in dict.fromkeys(r for r in refs if r):
+            self.config(model, hubs)
+        for python in dict.fromkeys(p for p in [cfg.get("python"), *pythons] if p):
+            if python.startswith("/"):
+                self.dist_info(python)
+        log = cfg.get("log_path")
+        if not log and servers:
+            for fd in (1, 2):
+                target = self.links.get(self.path(f"/proc/{servers[0]}/fd/{fd}"))
+                if isinstance(target, str) and target.startswith("/") and target[:5] != "/dev/":
+                    log = target
+                    break
+        if log:
+            self.log(log)
+        if cfg.get("nvidia_smi"):
+            self.run(cfg["nvidia_smi"], 20)
+        for argv in cfg.get("commands", []):
+            self.run(argv, 10)
+        if cfg.get("gpu_capture"):
+            self.read(cfg["gpu_capture"], self.limits["file"])
+
+    def answer(self, started: float) -> dict[str, Any]:
+        files = {}
+        for p, e in self.files.items():
+            files[p] = {k: v for k, v in e.items() if k != "raw"}
+        return {
+            "version": VERSION,
+            "python": sys.executable,
+            "files": files,
+            "dirs": self.dirs,
+            "links": self.links,
+            "runs": self.runs,
+            "streams": self.streams,
+            "seconds": round(time.monotonic() - started, 4),
+        }
+
+
+def main(argv: list[str]) -> int:
+    started = time.monotonic()
+    cfg = json.loads(argv[1])
+    bundle = Bundle(cfg)
+    bundle.gather()
+    sys.stdout.write(json.dumps(bundle.answer(started), separators=(",", ":")))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

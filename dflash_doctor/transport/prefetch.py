@@ -1,0 +1,305 @@
+"""One round trip per host: a transport that answers from a bundle fetched in one execution.
+
+`PrefetchTransport` wraps a remote transport. On its first use it runs the shipped
+`transport/bundle_script.py` on the host in ONE remote command and keeps the bounded JSON
+bundle it prints: file stats and contents, directory listings, link targets, command
+outputs. Every read, listing, link and command that the bundle foresaw is answered from
+it, with the same result (and the same one-line error) the transport itself would give;
+anything else falls back to the wrapped transport, one real round trip, so what another
+part of the gatherer reads later still works before the bundle learns to fetch it.
+
+The bundle runs under a root-owned system `python3` chosen here (`SYSTEM_PYTHONS`), with
+`-I -S` (no environment, no site-packages, no .pth files): never an interpreter, path or
+import path that the host's users provide. A host without one falls back to plain reads.
+
+A write (`fix --apply`) drops the whole bundle: what the host says after it must be read
+anew. One gathering gets one bundle (`Gatherer` wraps its transport on creation).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_doctor.errors import HostUnreachable, TransportError
+from dflash_doctor.shipped import script_source
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    NO_SUCH_FILE,
+    PERMISSION_DENIED,
+    CommandResult,
+    StderrLines,
+    Transport,
+)
+
+BUNDLE_SCRIPT = "transport/bundle_script.py"
+BUNDLE_VERSION = 1
+# Root-owned system interpreters only, tried in this order; each must be owned by root
+# and not writable by group or others, and so must its directory (and its symlink's).
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+NO_SYSTEM_PYTHON = 97
+
+
+def guard_script(pythons: tuple[str, ...] = SYSTEM_PYTHONS) -> str:
+    """POSIX sh: exec the first of `pythons` that root owns and only root can change.
+
+    The file (after symlinks), its directory and the symlink's directory must be owned by
+    uid 0 and not writable by group or others; it runs with `-I -S`, so neither the
+    environment nor site-packages (.pth files) of the host can add code. $1 is the script,
+    $2 its one argument.
+    """
+    return f"""
+for p in {" ".join(pythons)}; do
+  r=$(readlink -f -- "$p" 2>/dev/null) && [ -f "$r" ] && [ -x "$r" ] || continue
+  bad=$(find "$r" "${{r%/*}}" "${{p%/*}}" -prune \\( ! -user 0 -o -perm -020 -o -perm -002 \\) \
+    -print 2>&1) || continue
+  [ -z "$bad" ] && exec "$r" -I -S -c "$1" "$2"
+done
+echo "no root-owned system python3 ({", ".join(pythons)})" >&2
+exit {NO_SYSTEM_PYTHON}
+"""
+
+
+# What one bundle may carry: each file, each command, the filtered log, and in all.
+LIMITS = {
+    "file": 1024 * 1024,
+    "config": 1024 * 1024,
+    "command_output": 4 * 1024 * 1024,
+    "stream_output": 32 * 1024 * 1024,
+    "source": 4 * 1024 * 1024,
+    "source_files": 16,
+    "dir_entries": 4096,
+    "processes": 256,
+    "total": 48 * 1024 * 1024,
+}
+# base64 of zlib: the JSON on the wire is at most this much larger than the budget.
+MAX_BUNDLE_BYTES = LIMITS["total"] * 2 + (1 << 20)
+
+
+def bundle_argv(config: dict[str, Any]) -> list[str]:
+    """The one remote command: a POSIX sh guard that picks the interpreter, then the script."""
+    return [
+        "sh",
+        "-c",
+        guard_script(),
+        "dflash-bundle",
+        script_source(BUNDLE_SCRIPT),
+        json.dumps(config, separators=(",", ":")),
+    ]
+
+
+def _unpack(text: str) -> bytes:
+    return zlib.decompress(base64.b64decode(text))
+
+
+@dataclass
+class Answers:
+    """A decoded bundle; empty when none could be fetched (then everything falls back)."""
+
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dirs: dict[str, Any] = field(default_factory=dict)
+    links: dict[str, Any] = field(default_factory=dict)
+    runs: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict)
+    streams: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Answers:
+        try:
+            doc = json.loads(raw)
+            if not isinstance(doc, dict) or doc.get("version") != BUNDLE_VERSION:
+                return cls(error="bundle: unexpected answer")
+            runs = {tuple(r["argv"]): r for r in doc["runs"]}
+            streams = {("-c", script_source(s["script"]), *s["args"]): s for s in doc["streams"]}
+            return cls(
+                files=dict(doc["files"]),
+                dirs=dict(doc["dirs"]),
+                links=dict(doc["links"]),
+                runs=runs,
+                streams=streams,
+                seconds=float(doc.get("seconds", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            return cls(error=f"bundle: unreadable answer ({type(e).__name__})")
+
+
+def fetch_answers(transport: Transport, config: dict[str, Any], timeout: float) -> Answers:
+    """Run the bundle on the host (one remote execution) and decode what it printed."""
+    out = bytearray()
+    try:
+        for chunk in transport.run_stream(bundle_argv(config), timeout=timeout):
+            out += chunk
+            if len(out) > MAX_BUNDLE_BYTES:
+                return Answers(error="bundle: larger than its bound")
+    except HostUnreachable:
+        raise
+    except TransportError as e:
+        return Answers(error=str(e))
+    return Answers.parse(bytes(out))
+
+
+class _Miss(Exception):
+    """The bundle does not know: ask the host."""
+
+
+class PrefetchTransport:
+    """A Transport whose reads are answered from one bundle where it can, else by `inner`."""
+
+    def __init__(self, inner: Transport, config: dict[str, Any], *, timeout: float = 600.0):
+        self.inner = inner
+        self.host = inner.host
+        self.remote = inner.remote
+        self.config = config
+        self.timeout = timeout
+        self.hits = 0
+        self.misses: list[str] = []
+        self._answers: Answers | None = None
+
+    @property
+    def answers(self) -> Answers:
+        if self._answers is None:
+            self._answers = fetch_answers(self.inner, self.config, self.timeout)
+        return self._answers
+
+    # -- how the transport would have failed ----------------------------------------------
+
+    def _raise(self, path: str, kind: str) -> None:
+        reason = {"nofile": NO_SUCH_FILE, "denied": PERMISSION_DENIED}
+        raise TransportError(f"{self.host}:{path}: {reason.get(kind, kind)}")
+
+    def _stat(self, path: str) -> dict[str, Any]:
+        entry = self.answers.files.get(path)
+        if entry is None:
+            raise _Miss
+        if "err" in entry:
+            self.hits += 1
+            self._raise(path, str(entry["err"]))
+        return entry
+
+    def _regular(self, path: str, entry: dict[str, Any]) -> None:
+        if not stat.S_ISREG(int(entry["mode"])):
+            self.hits += 1
+            raise TransportError(f"{self.host}:{path}: not a regular file")
+
+    def _missed(self, what: str) -> None:
+        self.misses.append(what)
+
+    # -- the Transport interface ----------------------------------------------------------
+
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
+    ) -> CommandResult:
+        # A caller that follows stderr while the command runs wants it run now.
+        got = self.answers.runs.get(tuple(argv)) if on_stderr is None else None
+        if got is None:
+            self._missed(f"run {argv[0]}")
+            return self.inner.run(argv, timeout=timeout, on_stderr=on_stderr)
+        self.hits += 1
+        return CommandResult(int(got["rc"]), _unpack(got["out"]), _unpack(got["err"]))
+
+    def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
+        # A shipped stdlib script gives the same output under any interpreter and flags:
+        # the bundle ran it under the checked system python3, whichever Python asks now.
+        at = argv.index("-c") if "-c" in argv else len(argv)
+        got = self.answers.streams.get(tuple(argv[at:]))
+        if got is None:
+            self._missed(f"run_stream {argv[0]}")
+            return self.inner.run_stream(argv, timeout=timeout)
+        self.hits += 1
+        if int(got["rc"]) != 0:
+            lines = _unpack(got["err"]).decode("utf-8", "replace").strip().splitlines()
+            raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
+        return iter([_unpack(got["out"])])
+
+    def file_size(self, path: str) -> int:
+        try:
+            entry = self._stat(path)
+        except _Miss:
+            self._missed(f"stat {path}")
+            return self.inner.file_size(path)
+        self._regular(path, entry)
+        self.hits += 1
+        return int(entry["size"])
+
+    def file_mode(self, path: str) -> int:
+        try:
+            entry = self._stat(path)
+        except _Miss:
+            self._missed(f"stat {path}")
+            return self.inner.file_mode(path)
+        self.hits += 1
+        return stat.S_IMODE(int(entry["mode"]) or 0o644)
+
+    def _data(self, path: str, max_bytes: int) -> bytes:
+        entry = self._stat(path)
+        self._regular(path, entry)
+        if int(entry["size"]) > max_bytes:
+            self.hits += 1
+            raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+        if "read_err" in entry:
+            self.hits += 1
+            self._raise(path, str(entry["read_err"]))
+        if "data" not in entry:
+            raise _Miss
+        data = _unpack(entry["data"])
+        self.hits += 1
+        if len(data) > max_bytes:
+            raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
+        return data
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        try:
+            return self._data(path, max_bytes)
+        except _Miss:
+            self._missed(f"read {path}")
+            return self.inner.read_file(path, max_bytes=max_bytes)
+
+    def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        entry = self.answers.files.get(path)
+        failed = entry and (entry.get("err") or entry.get("read_err"))
+        if failed:
+            self.hits += 1
+            self._raise(path, str(failed))
+        if entry is None or "data" not in entry or entry.get("redacted"):
+            self._missed(f"stream {path}")
+            return self.inner.stream_file(path, chunk_bytes=chunk_bytes)
+        self.hits += 1
+        data = _unpack(entry["data"])
+        return iter([data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)])
+
+    def list_dir(self, path: str) -> list[str]:
+        got = self.answers.dirs.get(path)
+        if got is None:
+            self._missed(f"list {path}")
+            return self.inner.list_dir(path)
+        self.hits += 1
+        if isinstance(got, dict):
+            self._raise(path, str(got.get("err")))
+        return [str(n) for n in got]
+
+    def readlink(self, path: str) -> str:
+        got = self.answers.links.get(path)
+        if got is None:
+            self._missed(f"readlink {path}")
+            return self.inner.readlink(path)
+        self.hits += 1
+        if isinstance(got, dict):
+            self._raise(path, str(got.get("err")))
+        return str(got)
+
+    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        self._answers = Answers(error="dropped after a write")
+        self.inner.write_file(path, data, mode=mode)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything beyond the Transport interface (an SSH client, its options) is inner's.
+        return getattr(self.inner, name)

@@ -1,0 +1,85 @@
+"""Start-up: `--help` and `checks` load only what they use (issue 15 item 2).
+
+The time itself is a benchmark (bench/startup.py prints it against `python -c pass`);
+what these tests pin is its cause: the heavy imports stay out of the fast commands.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash_doctor import catalog_index
+from tests.conftest import REPO
+
+HEAVY = ("paramiko", "torch", "matplotlib")
+# What --help and checks need none of: pydantic models, YAML, typer's rich help renderer.
+UNUSED = (*HEAVY, "pydantic", "yaml", "cryptography", "rich.markdown", "pygments")
+
+PROGRAM = """
+import json, runpy, sys
+sys.argv = ["dflash-doctor", *json.loads(sys.argv[1])]
+try:
+    runpy.run_module("dflash_doctor", run_name="__main__")
+except SystemExit as e:
+    code = e.code
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+
+def modules_after(*args: str) -> tuple[str, set[str]]:
+    p = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "120"},
+        timeout=60,
+    )
+    line = next(x for x in p.stderr.splitlines() if x.startswith("MODULES "))
+    return p.stdout, set(json.loads(line.removeprefix("MODULES ")))
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if n in modules]
+
+
+def test_help_imports_no_heavy_module() -> None:
+    out, modules = modules_after("--help")
+    assert "check" in out and "checks" in out and "fix" in out
+    assert loaded(modules, UNUSED) == []
+
+
+def test_checks_lists_the_catalog_from_its_index() -> None:
+    if catalog_index.indexed_entries() is None:
+        pytest.fail("catalog_index.json is stale: run `python -m dflash_doctor.catalog_index`")
+    out, modules = modules_after("checks")
+    assert loaded(modules, UNUSED) == []
+    for entry in catalog_index.imported_entries():
+        assert entry.id in out
+
+
+def test_check_command_still_loads_what_it_uses() -> None:
+    # The lazy imports moved, they did not vanish: a check over SSH loads paramiko.
+    _, modules = modules_after("check", "--demo", "--format", "json")
+    assert "pydantic" in modules and "torch" not in modules
+
+
+def test_index_matches_the_catalog_and_a_stale_one_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "catalog_index.json"
+    monkeypatch.setattr(catalog_index, "INDEX_PATH", index)
+    assert catalog_index.indexed_entries() is None  # missing
+    index.write_text(json.dumps(catalog_index.index_document()))
+    assert catalog_index.indexed_entries() == catalog_index.imported_entries()
+    doc = catalog_index.index_document()
+    doc["digest"] = "0" * 64  # made from other check sources
+    doc["checks"] = []
+    index.write_text(json.dumps(doc))
+    assert catalog_index.indexed_entries() is None
+    assert catalog_index.catalog_entries() == catalog_index.imported_entries()

@@ -1,0 +1,291 @@
+"""One round trip per host: the bundle answers a gathering against the real sshd (no mocks).
+
+Round trips are counted where they happen, on the real paramiko client: every remote
+command is one channel opened by `SSHTransport._open_channel`, every SFTP request goes
+through `paramiko.SFTPClient._request` / `_async_request`. The counters call the real code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+
+from dflash_doctor.gather import Gatherer
+from dflash_doctor.hosts import HostSpec, load_recorded_host
+from dflash_doctor.pipeline import check_host, open_transport
+from dflash_doctor.prefetch_plan import bundle_config
+from dflash_doctor.transport import prefetch
+from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.prefetch import NO_SYSTEM_PYTHON, PrefetchTransport, fetch_answers
+from dflash_doctor.transport.ssh import SSHTransport
+from fixtures.sshd import free_port
+from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
+
+HOSTS = [DEMO_HOST, *(FIXTURE_HOSTS / n for n in ("tuned", "v0511", "v0513", "v0523"))]
+
+
+@pytest.fixture(autouse=True)
+def _no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count remote executions and SFTP requests as the real client makes them."""
+    seen: Counter[str] = Counter()
+    open_channel = SSHTransport._open_channel
+    request = paramiko.SFTPClient._request
+    async_request = paramiko.SFTPClient._async_request
+
+    def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
+        seen["exec"] += 1
+        return open_channel(self, argv, timeout)
+
+    def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
+        seen["sftp"] += 1
+        return request(self, *args)
+
+    def counted_async(self: paramiko.SFTPClient, *args: Any) -> Any:
+        seen["sftp"] += 1
+        return async_request(self, *args)
+
+    monkeypatch.setattr(SSHTransport, "_open_channel", counted_open)
+    monkeypatch.setattr(paramiko.SFTPClient, "_request", counted_request)
+    monkeypatch.setattr(paramiko.SFTPClient, "_async_request", counted_async)
+    return seen
+
+
+@pytest.mark.parametrize("tree", HOSTS, ids=lambda p: p.name)
+def test_a_recorded_host_costs_one_remote_execution(tree: Path, sshd, ssh_options, trips) -> None:  # type: ignore[no-untyped-def]
+    spec = load_recorded_host(str(tree)).model_copy(update={"address": sshd.address})
+    remote = check_host(spec, ssh=ssh_options)
+    assert remote.reachable, remote.error
+    assert dict(trips) == {"exec": 1}  # no SFTP at all: a gathering is one round trip
+    local = check_host(load_recorded_host(str(tree)))
+    assert remote.facts == local.facts and remote.results == local.results
+
+
+def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
+    sshd, ssh_options, trips, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # A bundle with no room for any file (its total bound 0): all reads fall back, and
+    # the facts are still exactly the local ones. This pins what the bundle saves.
+    monkeypatch.setitem(prefetch.LIMITS, "total", 0)
+    spec = load_recorded_host(str(DEMO_HOST)).model_copy(update={"address": sshd.address})
+    remote = check_host(spec, ssh=ssh_options)
+    assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
+    assert trips["exec"] == 1 and trips["sftp"] >= 40
+
+
+def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
+    spec = load_recorded_host(str(DEMO_HOST)).model_copy(update={"address": sshd.address})
+    transport = open_transport(spec, ssh_options)
+    raw = bytearray()
+    try:
+        for chunk in transport.run_stream(prefetch.bundle_argv(bundle_config(spec))):
+            raw += chunk
+        answers = fetch_answers(transport, bundle_config(spec), 60)
+    finally:
+        transport.close()
+    environ_path = os.path.join(spec.root, "proc/4242/environ")
+    environ = prefetch._unpack(answers.files[environ_path]["data"]).split(b"\0")
+    assert b"HF_HOME=/data/hf" in environ and b"HOME=/root" in environ
+    assert b"HF_TOKEN" in environ and b"SGLANG_API_KEY" in environ  # names only
+    assert not [i for i in environ if i.startswith((b"HF_TOKEN=", b"SGLANG_API_KEY="))]
+    # The token is only in the environment: its value never crosses the network. (The API
+    # key is also in the server's command line and log, which are read as they are and
+    # redacted in every report: redact.py.)
+    assert b"hf_FAKEfixtureTOKEN" not in raw
+
+
+def test_a_write_drops_the_bundle(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    tree = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, tree)
+    spec = load_recorded_host(str(tree)).model_copy(update={"address": sshd.address})
+    transport = open_transport(spec, ssh_options)
+    try:
+        t = PrefetchTransport(transport, bundle_config(spec))
+        launch = str(tree / "etc/sglang/launch.sh")
+        before = t.read_file(launch, max_bytes=1 << 20)
+        assert t.misses == [] and t.hits == 1
+        t.write_file(launch, before + b"# changed\n")
+        assert t.read_file(launch, max_bytes=1 << 20).endswith(b"# changed\n")
+        assert t.misses == [f"read {launch}"]
+    finally:
+        transport.close()
+
+
+def test_answers_fail_like_the_transport(sshd, ssh_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Every error the bundle answers is the one line the SSH transport itself gives."""
+    from dflash_doctor.errors import TransportError
+
+    (tmp_path / "big.json").write_bytes(b"x" * 5000)
+    os.mkfifo(tmp_path / "fifo")
+    spec = HostSpec(
+        name="h",
+        address=sshd.address,
+        root=str(tmp_path),
+        launch_file="/nope",
+        log_path="/fifo",
+        drafter_path="/big.json",
+    )
+    transport = open_transport(spec, ssh_options)
+    try:
+        t = PrefetchTransport(transport, bundle_config(spec))
+        cases = [
+            (lambda x: x.read_file(str(tmp_path / "big.json"), max_bytes=10)),
+            (lambda x: x.read_file(str(tmp_path / "nope"), max_bytes=10)),
+            (lambda x: x.file_size(str(tmp_path / "fifo"))),
+            (lambda x: x.read_file(str(tmp_path / "fifo"), max_bytes=10)),
+        ]
+        for case in cases:
+            with pytest.raises(TransportError) as via_bundle:
+                case(t)
+            with pytest.raises(TransportError) as direct:
+                case(transport)
+            assert str(via_bundle.value) == str(direct.value)
+        assert t.misses == [] and t.hits >= len(cases)
+    finally:
+        transport.close()
+
+
+def test_guard_runs_only_a_root_owned_python(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files away")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for d in (good, bad):
+        d.mkdir()
+        d.chmod(0o755)
+        shutil.copy("/usr/bin/true", d / "python3")
+    os.chown(bad / "python3", 65534, 65534)  # owned by nobody: it could be anything
+
+    def guard(python: Path) -> subprocess.CompletedProcess[bytes]:
+        script = prefetch.guard_script((str(python),))
+        return subprocess.run(["sh", "-c", script, "g", "pass", "{}"], capture_output=True)
+
+    assert guard(good / "python3").returncode == 0
+    refused = guard(bad / "python3")
+    assert refused.returncode == NO_SYSTEM_PYTHON and b"no root-owned" in refused.stderr
+    good.chmod(0o777)  # a directory anyone may write to: the file could be swapped
+    assert guard(good / "python3").returncode == NO_SYSTEM_PYTHON
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """The stand-in SGLang server as a real process, its stdout a log file."""
+    models = tmp_path / "models"
+    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
+    (models / "target").mkdir()
+    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
+    shutil.copy(target, models / "target/config.json")
+    log = tmp_path / "server.log"
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(models / "target")]
+    argv += ["--speculative-algorithm", "DFLASH"]
+    argv += ["--speculative-draft-model-path", str(models / "drafter"), "--port", str(free_port())]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO / "fixtures/fake_sglang"),
+        "HF_TOKEN": "hf_FAKEliveTOKENneverREAL0000000000",
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 20
+    while b"ready to roll" not in log.read_bytes():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    yield proc, log
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_options, trips) -> None:  # type: ignore[no-untyped-def]
+    proc, log = live_server
+    spec = HostSpec(name="live", pid=proc.pid, sglang_version="0.5.23")
+    local = Gatherer(spec, LocalTransport("live")).gather()
+    trips.clear()
+    transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
+    try:
+        gatherer = Gatherer(spec, transport)
+        remote = gatherer.gather()
+        counted = dict(trips)
+        plain = Gatherer(spec, transport)
+        plain.t = transport  # no bundle: the SSH transport's own answer
+        plain_gpus = plain.gpus()
+    finally:
+        transport.close()
+    # Not compared: gpus (no nvidia-smi here: SSH's shell and subprocess word it apart) and
+    # what the live server answers over HTTP at that moment (runtime, and the version it
+    # reports), asked twice under load.
+    for name in set(type(local).model_fields) - {"gpus", "runtime", "sglang_version"}:
+        assert getattr(remote, name) == getattr(local, name), name
+    assert (remote.gpus.value, remote.gpus.error) == (plain_gpus.value, plain_gpus.error)
+    assert remote.log.value is not None and remote.log.value.path == str(log)
+    # No SFTP; one remote command for the bundle, plus one per command the bundle does not
+    # run by design: the host's own SGLang parse (gather.native, the server's Python) and the
+    # live server's HTTP answers (facts/runtime.py), and host_exec's two questions about the
+    # server's interpreter before it may run (`readlink`, `stat`: who owns it, who may write
+    # it), each named among the misses.
+    misses = list(getattr(gatherer.t, "misses", []))
+    assert "sftp" not in counted and counted["exec"] == 1 + len(misses), (counted, misses)
+    assert sorted(misses) == ["run env", "run python3", "run readlink", "run stat"], misses
+
+
+def test_a_large_log_is_filtered_inside_the_bundle(
+    sshd, ssh_options, trips, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    from bench.gen_log import lines
+    from dflash_doctor.gather import REMOTE_FILTER_MIN_BYTES
+
+    tree = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, tree)
+    log = tree / "var/log/sglang/server.log"
+    block = "".join(lines(random.Random(7))).encode()
+    log.write_bytes(log.read_bytes() + block * (REMOTE_FILTER_MIN_BYTES // len(block) + 1))
+    spec = load_recorded_host(str(tree))
+    transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
+    try:
+        gatherer = Gatherer(spec, transport)
+        gatherer.gather()
+    finally:
+        transport.close()
+    # The log filter ran in the same remote command as the bundle. Not yet in the bundle:
+    # host_exec's questions before any interpreter may run (which python3, who the doctor
+    # is, who owns and may write it), one remote command each, named among the misses.
+    misses = list(getattr(gatherer.t, "misses", []))
+    assert "sftp" not in trips and trips["exec"] == 1 + len(misses), (dict(trips), misses)
+    assert sorted(misses) == ["run id", "run readlink", "run sh", "run stat"], misses
+    remote = check_host(spec.model_copy(update={"address": sshd.address}), ssh=ssh_options)
+    local = check_host(spec)
+    assert remote.facts == local.facts and remote.results == local.results
+    assert remote.facts is not None and remote.facts.log.value is not None
+    assert remote.facts.log.value.bytes_scanned == log.stat().st_size
+
+
+def test_bundle_script_is_stdlib_python_3_8() -> None:
+    """Hosts run it under their system python3 (Ubuntu 20.04 has 3.8): grammar and imports."""
+    import ast
+
+    from dflash_doctor.shipped import script_source
+
+    source = script_source(prefetch.BUNDLE_SCRIPT)
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    assert "subprocess" in imported and "dflash_doctor" not in imported
