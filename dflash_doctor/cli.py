@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +29,7 @@ from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError, one_l
 from dflash_doctor.fix.session import fix_host
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
+from dflash_doctor.next_step import automated, fix_command, launch_place
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
 from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
 from dflash_doctor.probes.host import ProbeOptions, probe_host
@@ -45,8 +47,10 @@ from dflash_doctor.report import (
     EXIT_INTERRUPTED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    Report,
     build_report,
 )
+from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.transport.ssh import SSHOptions
 
 app = typer.Typer(
@@ -77,6 +81,34 @@ FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it check
 def _given(options: dict[str, tuple[str, str | None]]) -> dict[str, str]:
     """Facts the command line named a path or pid for: unreadable ones are input errors."""
     return {fact: f"{flag} {value}" for fact, (flag, value) in options.items() if value}
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dflash-doctor {__version__}")
+        raise typer.Exit(0)
+
+
+def _sglang_version(value: str | None) -> str | None:
+    """A declared SGLang version must read as one (X.Y or X.Y.Z, post/rc suffixes allowed)."""
+    if value is not None and parse_version(value) is None:
+        raise UsageError(f"--sglang-version {value!r}: not a version (e.g. 0.5.13, 0.5.23)")
+    return value
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
+) -> None:
+    """Find, prove and fix DFlash speculative-decoding misconfigurations on SGLang hosts."""
 
 
 def _specs(
@@ -175,6 +207,26 @@ def _bench_options(
 BENCH_HOST_TIMEOUT = 3600.0
 
 
+def _emit(report: Report, machine: str | None, output: Path | None) -> None:
+    """Where `check` and `gate` put their report, one rule for both.
+
+    `--output FILE` writes the `--format` report (JSON for text); stdout carries that report
+    when there is no `--output` (the terminal report for text); with `--output` and a machine
+    format the terminal report goes to stderr, so stdout stays empty for pipes.
+    """
+    if output is not None:
+        try:
+            output.write_text(machine or render_json(report), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
+    if machine is None:
+        render_terminal(report, Console())
+    elif output is None:
+        sys.stdout.write(machine)
+    else:
+        render_terminal(report, Console(stderr=True))
+
+
 @app.command()
 def check(
     hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
@@ -194,7 +246,8 @@ def check(
         Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
     ] = Severity.ERROR,
     output: Annotated[
-        Path | None, typer.Option("--output", help="also write the JSON report here")
+        Path | None,
+        typer.Option("--output", help="write the --format report here (JSON for text)"),
     ] = None,
     select: Annotated[
         str | None, typer.Option("--select", help="comma-separated check ids to run")
@@ -207,7 +260,12 @@ def check(
     drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
     target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
     sglang_version: Annotated[
-        str | None, typer.Option("--sglang-version", help="declare the host's SGLang version")
+        str | None,
+        typer.Option(
+            "--sglang-version",
+            callback=_sglang_version,
+            help="declare the host's SGLang version (X.Y.Z)",
+        ),
     ] = None,
     inventory: Annotated[
         Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
@@ -267,12 +325,12 @@ def check(
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     chosen = _selection(select)
+    listed = load_inventory(str(inventory)).select(limit) if inventory else []
     specs = _specs(
         hosts or [],
         demo,
         host_dir or [],
-        (load_inventory(str(inventory)).select(limit) if inventory else [])
-        + ([demo_host(demo_name)] if demo_name else []),
+        listed + ([demo_host(demo_name)] if demo_name else []),
         {
             "log_path": log,
             "launch_file": launch,
@@ -303,6 +361,25 @@ def check(
             probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
             bench=bench_options,
         )
+    # How each host was named, in _specs' order, to build its `fix` command.
+    hows: list[list[str] | None] = [["-I", str(inventory), "--limit", s.name] for s in listed]
+    hows += [["--demo"] if demo_name == "seed" else None] if demo_name else []
+    hows += [["--demo"]] if demo else []
+    hows += [["--host-dir", str(d)] for d in host_dir or []]
+    hows += [[h] for h in hosts or []]
+    given = {
+        "--launch": launch,
+        "--drafter": drafter,
+        "--target": target,
+        "--sglang-version": sglang_version,
+    }
+    for spec, how, host_report in zip(specs, hows, reports, strict=True):
+        if how is not None and automated(host_report.findings):
+            host_report.fix_command = fix_command(how, given)
+            facts = host_report.facts
+            host_report.fix_file = launch_place(
+                spec.launch_file, facts.launch.value if facts is not None else None
+            )
     report = build_report(
         reports,
         fail_on=fail_on,
@@ -317,15 +394,7 @@ def check(
             | ({"launch": ("--pid", str(pid))} if pid is not None else {})
         ),
     )
-    if output is not None:
-        try:
-            output.write_text(render_json(report), encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
-    if fmt is Format.json:
-        sys.stdout.write(render_json(report))
-    else:
-        render_terminal(report, Console())
+    _emit(report, None if fmt is Format.text else render_json(report), output)
     raise typer.Exit(report.exit_code)
 
 
@@ -364,10 +433,18 @@ def probe(
         Path | None,
         typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
     ] = None,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
 ) -> None:
     """Probe served vs trained drafter attention on a host's GPU (CPU where none).
 
@@ -424,7 +501,10 @@ def gate(
         str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
     ] = None,
     sglang_version: Annotated[
-        str | None, typer.Option("--sglang-version", help="the SGLang version to deploy")
+        str | None,
+        typer.Option(
+            "--sglang-version", callback=_sglang_version, help="the SGLang version to deploy"
+        ),
     ] = None,
     compose_service: Annotated[
         str | None, typer.Option("--compose-service", help="service of a compose file")
@@ -503,23 +583,13 @@ def gate(
         fail_on_skip=fail_on_skip,
         given=_given({"drafter": ("--drafter", drafter), "target": ("--target", target)}),
     )
-    rendered = {
+    renderers: dict[GateFormat, Callable[[], str]] = {
         GateFormat.json: lambda: render_json(report),
         GateFormat.sarif: lambda: render_sarif(report, str(root)),
         GateFormat.junit: lambda: render_junit(report),
-        GateFormat.text: lambda: render_json(report),
-    }[fmt]()
-    if output is not None:
-        try:
-            output.write_text(rendered, encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
-    if fmt is GateFormat.text:
-        render_terminal(report, Console())
-    elif output is None:
-        sys.stdout.write(rendered)
-    else:
-        render_terminal(report, Console(stderr=True))
+    }
+    rendered = renderers[fmt]() if fmt in renderers else None
+    _emit(report, rendered, output)
     raise typer.Exit(report.exit_code)
 
 
@@ -530,17 +600,26 @@ def fix(
     host_dir: Annotated[
         list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
     ] = None,
-    inventory: Annotated[Path | None, typer.Option("--inventory", "-I")] = None,
-    limit: Annotated[str | None, typer.Option("--limit")] = None,
+    inventory: Annotated[
+        Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
+    ] = None,
+    limit: Annotated[
+        str | None, typer.Option("--limit", help="inventory groups, labels or hosts to fix")
+    ] = None,
     launch: Annotated[
         str | None, typer.Option("--launch", help="the launch file that starts the server")
     ] = None,
     offline: Annotated[
         bool, typer.Option("--offline", help="a launch file in a repository, no running server")
     ] = False,
-    drafter: Annotated[str | None, typer.Option("--drafter")] = None,
-    target: Annotated[str | None, typer.Option("--target")] = None,
-    sglang_version: Annotated[str | None, typer.Option("--sglang-version")] = None,
+    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
+    sglang_version: Annotated[
+        str | None,
+        typer.Option(
+            "--sglang-version", callback=_sglang_version, help="declare the host's SGLang version"
+        ),
+    ] = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="back up, write, relaunch, verify, roll back on failure")
     ] = False,
@@ -551,18 +630,30 @@ def fix(
     health_timeout: Annotated[
         float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
     ] = 300.0,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
     bench: Annotated[
         bool,
         typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
     ] = False,
-    bench_contexts: Annotated[str | None, typer.Option("--bench-contexts")] = None,
-    bench_concurrency: Annotated[str | None, typer.Option("--bench-concurrency")] = None,
+    bench_contexts: Annotated[
+        str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
+    ] = None,
+    bench_concurrency: Annotated[
+        str | None, typer.Option("--bench-concurrency", help="concurrent requests for --bench")
+    ] = None,
     bench_max_new_tokens: Annotated[
-        int, typer.Option("--bench-max-new-tokens", min=1)
+        int, typer.Option("--bench-max-new-tokens", min=1, help="tokens generated per request")
     ] = DEFAULT_MAX_NEW_TOKENS,
     bench_threshold: Annotated[
         float,
