@@ -26,10 +26,11 @@ from dflash_doctor.checks.base import Severity
 from dflash_doctor.checks.retired import RETIRED
 from dflash_doctor.demo import demo_host
 from dflash_doctor.errors import DoctorError, HostUnreachable, UsageError, one_line
+from dflash_doctor.fix.apply import describe_relaunch
 from dflash_doctor.fix.session import fix_host
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.inventory import load_inventory
-from dflash_doctor.next_step import automated, fix_command, launch_place
+from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
 from dflash_doctor.pipeline import DEFAULT_HOST_TIMEOUT, DEFAULT_JOBS, check_hosts
 from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
 from dflash_doctor.probes.host import ProbeOptions, probe_host
@@ -374,9 +375,16 @@ def check(
         "--sglang-version": sglang_version,
     }
     for spec, how, host_report in zip(specs, hows, reports, strict=True):
-        if how is not None and automated(host_report.findings):
+        facts = host_report.facts
+        pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
+        if pending is not None:
+            written = facts.launch_file.value if facts is not None else None
+            host_report.pending_relaunch = pending
+            if not (spec.offline or spec.recorded):  # a recorded host is never relaunched
+                how_to = describe_relaunch(spec, written, written.source if written else None)
+                host_report.pending_relaunch += f" ({how_to})"
+        elif how is not None and automated(host_report.findings):
             host_report.fix_command = fix_command(how, given)
-            facts = host_report.facts
             host_report.fix_file = launch_place(
                 spec.launch_file, facts.launch.value if facts is not None else None
             )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 
 from dflash_doctor.checks.base import Finding
-from dflash_doctor.facts.models import LaunchArgs
+from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.fix.edits import Edit, edit_argv
 
 # Fix actions `dflash-doctor fix` edits into the launch source (fix/edits.py EDITABLE).
 _AUTOMATED = ("set_flag", "remove_flag", "replace_flag")
@@ -44,3 +45,31 @@ def launch_place(launch_file: str | None, launch: LaunchArgs | None) -> str | No
             return f"{launch.source}:{first}" + (f"-{last}" if last != first else "")
         return launch.source
     return launch_file
+
+
+def _edits(findings: list[Finding]) -> list[Edit]:
+    return [
+        Edit.of(fix)
+        for f in findings
+        if f.suppressed is None
+        for fix in f.fixes
+        if fix.action in _AUTOMATED and fix.flag is not None
+    ]
+
+
+def pending_relaunch(findings: list[Finding], facts: HostFacts) -> str | None:
+    """Why `fix --apply` has nothing left to write although the running server has findings:
+    the launch file already holds every automated fix, the process was started before it.
+    None when that is not the case (then `fix_command` applies)."""
+    running, source = facts.launch.value, facts.launch_file.value
+    edits = _edits(findings)
+    if running is None or source is None or not edits:
+        return None
+    if edit_argv(source.argv, edits) != source.argv or edit_argv(running.argv, edits) == (
+        running.argv
+    ):
+        return None
+    return (
+        f"{source.source} already has this change, but the running server ({running.source}) "
+        "was started before it: relaunch the server to apply it"
+    )

@@ -40,6 +40,9 @@ class HostReport(BaseModel):
     # (built from how the host was named) and the launch file (and lines) it edits.
     fix_command: str | None = None
     fix_file: str | None = None
+    # Set by the CLI instead of fix_command when the launch file already has the fix and
+    # only a relaunch is missing (what `fix` would otherwise contradict).
+    pending_relaunch: str | None = None
 
     @property
     def findings(self) -> list[Finding]:

@@ -119,3 +119,31 @@ def test_check_and_gate_write_their_report_by_one_rule(tmp_path: Path) -> None:
         p = run(*args, "--format", "json", "--output", str(out))
         assert p.stdout == "" and "Evidence" in p.stderr
         assert json.loads(out.read_text())["schema_version"] == 1
+
+
+def test_check_names_a_pending_relaunch_after_fix_wrote_the_file(tmp_path: Path) -> None:
+    """`fix --apply` on a recorded host writes the launch file only; the recorded process
+    still runs the old command. `check` then names the pending relaunch rather than telling
+    the user to run `fix --apply`, which has nothing left to write (and says so)."""
+    import shutil
+
+    from tests.conftest import DEMO_HOST
+
+    host = tmp_path / "seed"
+    shutil.copytree(DEMO_HOST, host)
+    before = run("check", "--host-dir", str(host), columns=200)
+    assert "To fix: dflash-doctor fix --host-dir" in before.stdout
+    assert "Pending relaunch" not in before.stdout
+    applied = run("fix", "--host-dir", str(host), "--apply", "--yes", columns=200)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    after = run("check", "--host-dir", str(host), columns=200)
+    assert after.returncode == 1  # the running server is still served wrong
+    assert "To fix:" not in after.stdout
+    assert (
+        "Pending relaunch: /etc/sglang/launch.sh already has this change, but the running "
+        "server (process 4242) was started before it" in after.stdout
+    )
+    assert "nothing to change" in run("fix", "--host-dir", str(host), columns=200).stdout
+    report = json.loads(run("check", "--host-dir", str(host), "--format", "json").stdout)
+    assert report["hosts"][0]["fix_command"] is None
+    assert report["hosts"][0]["pending_relaunch"].startswith("/etc/sglang/launch.sh already")

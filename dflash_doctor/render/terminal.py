@@ -88,6 +88,10 @@ def render_terminal(report: Report, console: Console) -> None:
                         style="dim",
                     )
                 )
+        if host.pending_relaunch is not None:
+            line = Text("Pending relaunch: ", style="bold yellow")
+            line.append(host.pending_relaunch)
+            console.print(line)
         if host.fix_command is not None:
             where = f"edits {host.fix_file}" if host.fix_file else "prints the new command line"
             line = Text("To fix: ", style="bold green")
