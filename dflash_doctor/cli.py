@@ -386,7 +386,8 @@ def check(
         elif how is not None and automated(host_report.findings):
             host_report.fix_command = fix_command(how, given)
             host_report.fix_file = launch_place(
-                spec.launch_file, facts.launch.value if facts is not None else None
+                spec.launch_file,
+                None if facts is None else facts.launch_source.value or facts.launch.value,
             )
     report = build_report(
         reports,

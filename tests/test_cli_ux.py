@@ -100,7 +100,7 @@ def test_no_fix_command_when_nothing_is_automated() -> None:
     assert p.returncode == 0 and "To fix:" not in p.stdout
     report = json.loads(run("check", "--demo", "--format", "json").stdout)
     assert report["hosts"][0]["fix_command"] == "dflash-doctor fix --demo --apply"
-    assert report["hosts"][0]["fix_file"] == "/etc/sglang/launch.sh"
+    assert report["hosts"][0]["fix_file"] == "/etc/sglang/launch.sh:8-22"  # the command
 
 
 def test_check_and_gate_write_their_report_by_one_rule(tmp_path: Path) -> None:
