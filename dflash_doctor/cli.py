@@ -387,7 +387,7 @@ def check(
             host_report.fix_command = fix_command(how, given)
             host_report.fix_file = launch_place(
                 spec.launch_file,
-                None if facts is None else facts.launch_source.value or facts.launch.value,
+                None if facts is None else facts.launch_file.value or facts.launch.value,
             )
     report = build_report(
         reports,
@@ -766,10 +766,18 @@ def bench_command(
     launch: Annotated[str | None, typer.Option("--launch", help="launch file on the host")] = None,
     drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
     target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
 ) -> None:
     """Measure acceptance on the live server across the drafter's window and concurrency."""
     from dflash_doctor.bench.run import bench_host
