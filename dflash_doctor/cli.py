@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -38,6 +39,7 @@ from dflash_doctor.render.text import clean
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.report import Report
     from dflash_doctor.transport.ssh import SSHOptions
 
 
@@ -72,6 +74,36 @@ FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it check
 def _given(options: dict[str, tuple[str, str | None]]) -> dict[str, str]:
     """Facts the command line named a path or pid for: unreadable ones are input errors."""
     return {fact: f"{flag} {value}" for fact, (flag, value) in options.items() if value}
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dflash-doctor {__version__}")
+        raise typer.Exit(0)
+
+
+def _sglang_version(value: str | None) -> str | None:
+    """A declared SGLang version must read as one (X.Y or X.Y.Z, post/rc suffixes allowed)."""
+    from dflash_doctor.sglang_versions import parse_version
+
+    if value is not None and parse_version(value) is None:
+        raise UsageError(f"--sglang-version {value!r}: not a version (e.g. 0.5.13, 0.5.23)")
+    return value
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
+) -> None:
+    """Find, prove and fix DFlash speculative-decoding misconfigurations on SGLang hosts."""
 
 
 def _specs(
@@ -179,6 +211,31 @@ def _bench_options(
 BENCH_HOST_TIMEOUT = 3600.0
 
 
+def _emit(report: Report, machine: str | None, output: Path | None) -> None:
+    """Where `check` and `gate` put their report, one rule for both.
+
+    `--output FILE` writes the `--format` report (JSON for text); stdout carries that report
+    when there is no `--output` (the terminal report for text); with `--output` and a machine
+    format the terminal report goes to stderr, so stdout stays empty for pipes.
+    """
+    from rich.console import Console
+
+    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.terminal import render_terminal
+
+    if output is not None:
+        try:
+            output.write_text(machine or render_json(report), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
+    if machine is None:
+        render_terminal(report, Console())
+    elif output is None:
+        sys.stdout.write(machine)
+    else:
+        render_terminal(report, Console(stderr=True))
+
+
 @app.command()
 def check(
     hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
@@ -198,7 +255,8 @@ def check(
         Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
     ] = Severity.ERROR,
     output: Annotated[
-        Path | None, typer.Option("--output", help="also write the JSON report here")
+        Path | None,
+        typer.Option("--output", help="write the --format report here (JSON for text)"),
     ] = None,
     select: Annotated[
         str | None, typer.Option("--select", help="comma-separated check ids to run")
@@ -211,7 +269,12 @@ def check(
     drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
     target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
     sglang_version: Annotated[
-        str | None, typer.Option("--sglang-version", help="declare the host's SGLang version")
+        str | None,
+        typer.Option(
+            "--sglang-version",
+            callback=_sglang_version,
+            help="declare the host's SGLang version (X.Y.Z)",
+        ),
     ] = None,
     inventory: Annotated[
         Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
@@ -270,7 +333,6 @@ def check(
     fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
-    from rich.console import Console
 
     from dflash_doctor.demo import demo_host
     from dflash_doctor.inventory import load_inventory
@@ -278,16 +340,15 @@ def check(
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.render.json_report import render_json
     from dflash_doctor.render.progress import host_progress
-    from dflash_doctor.render.terminal import render_terminal
     from dflash_doctor.report import build_report
 
     chosen = _selection(select)
+    listed = load_inventory(str(inventory)).select(limit) if inventory else []
     specs = _specs(
         hosts or [],
         demo,
         host_dir or [],
-        (load_inventory(str(inventory)).select(limit) if inventory else [])
-        + ([demo_host(demo_name)] if demo_name else []),
+        listed + ([demo_host(demo_name)] if demo_name else []),
         {
             "log_path": log,
             "launch_file": launch,
@@ -318,6 +379,36 @@ def check(
             probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
             bench=bench_options,
         )
+    from dflash_doctor.fix.apply import describe_relaunch
+    from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
+
+    # How each host was named, in _specs' order, to build its `fix` command.
+    hows: list[list[str] | None] = [["-I", str(inventory), "--limit", s.name] for s in listed]
+    hows += [["--demo"] if demo_name == "seed" else None] if demo_name else []
+    hows += [["--demo"]] if demo else []
+    hows += [["--host-dir", str(d)] for d in host_dir or []]
+    hows += [[h] for h in hosts or []]
+    given = {
+        "--launch": launch,
+        "--drafter": drafter,
+        "--target": target,
+        "--sglang-version": sglang_version,
+    }
+    for spec, how, host_report in zip(specs, hows, reports, strict=True):
+        facts = host_report.facts
+        pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
+        if pending is not None:
+            written = facts.launch_file.value if facts is not None else None
+            host_report.pending_relaunch = pending
+            if not (spec.offline or spec.recorded):  # a recorded host is never relaunched
+                how_to = describe_relaunch(spec, written, written.source if written else None)
+                host_report.pending_relaunch += f" ({how_to})"
+        elif how is not None and automated(host_report.findings):
+            host_report.fix_command = fix_command(how, given)
+            host_report.fix_file = launch_place(
+                spec.launch_file,
+                None if facts is None else facts.launch_file.value or facts.launch.value,
+            )
     report = build_report(
         reports,
         fail_on=fail_on,
@@ -332,15 +423,7 @@ def check(
             | ({"launch": ("--pid", str(pid))} if pid is not None else {})
         ),
     )
-    if output is not None:
-        try:
-            output.write_text(render_json(report), encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
-    if fmt is Format.json:
-        sys.stdout.write(render_json(report))
-    else:
-        render_terminal(report, Console())
+    _emit(report, None if fmt is Format.text else render_json(report), output)
     raise typer.Exit(report.exit_code)
 
 
@@ -379,10 +462,18 @@ def probe(
         Path | None,
         typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
     ] = None,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
 ) -> None:
     """Probe served vs trained drafter attention on a host's GPU (CPU where none).
 
@@ -445,7 +536,10 @@ def gate(
         str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
     ] = None,
     sglang_version: Annotated[
-        str | None, typer.Option("--sglang-version", help="the SGLang version to deploy")
+        str | None,
+        typer.Option(
+            "--sglang-version", callback=_sglang_version, help="the SGLang version to deploy"
+        ),
     ] = None,
     compose_service: Annotated[
         str | None, typer.Option("--compose-service", help="service of a compose file")
@@ -483,7 +577,6 @@ def gate(
     fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
 ) -> None:
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
-    from rich.console import Console
 
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
@@ -492,7 +585,6 @@ def gate(
     from dflash_doctor.render.json_report import render_json
     from dflash_doctor.render.junit import render_junit
     from dflash_doctor.render.sarif import render_sarif
-    from dflash_doctor.render.terminal import render_terminal
     from dflash_doctor.report import build_report
 
     chosen = _selection(select)
@@ -536,23 +628,13 @@ def gate(
         fail_on_skip=fail_on_skip,
         given=_given({"drafter": ("--drafter", drafter), "target": ("--target", target)}),
     )
-    rendered = {
+    renderers: dict[GateFormat, Callable[[], str]] = {
         GateFormat.json: lambda: render_json(report),
         GateFormat.sarif: lambda: render_sarif(report, str(root)),
         GateFormat.junit: lambda: render_junit(report),
-        GateFormat.text: lambda: render_json(report),
-    }[fmt]()
-    if output is not None:
-        try:
-            output.write_text(rendered, encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
-    if fmt is GateFormat.text:
-        render_terminal(report, Console())
-    elif output is None:
-        sys.stdout.write(rendered)
-    else:
-        render_terminal(report, Console(stderr=True))
+    }
+    rendered = renderers[fmt]() if fmt in renderers else None
+    _emit(report, rendered, output)
     raise typer.Exit(report.exit_code)
 
 
@@ -563,17 +645,26 @@ def fix(
     host_dir: Annotated[
         list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
     ] = None,
-    inventory: Annotated[Path | None, typer.Option("--inventory", "-I")] = None,
-    limit: Annotated[str | None, typer.Option("--limit")] = None,
+    inventory: Annotated[
+        Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
+    ] = None,
+    limit: Annotated[
+        str | None, typer.Option("--limit", help="inventory groups, labels or hosts to fix")
+    ] = None,
     launch: Annotated[
         str | None, typer.Option("--launch", help="the launch file that starts the server")
     ] = None,
     offline: Annotated[
         bool, typer.Option("--offline", help="a launch file in a repository, no running server")
     ] = False,
-    drafter: Annotated[str | None, typer.Option("--drafter")] = None,
-    target: Annotated[str | None, typer.Option("--target")] = None,
-    sglang_version: Annotated[str | None, typer.Option("--sglang-version")] = None,
+    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
+    sglang_version: Annotated[
+        str | None,
+        typer.Option(
+            "--sglang-version", callback=_sglang_version, help="declare the host's SGLang version"
+        ),
+    ] = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="back up, write, relaunch, verify, roll back on failure")
     ] = False,
@@ -584,18 +675,30 @@ def fix(
     health_timeout: Annotated[
         float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
     ] = 300.0,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
     bench: Annotated[
         bool,
         typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
     ] = False,
-    bench_contexts: Annotated[str | None, typer.Option("--bench-contexts")] = None,
-    bench_concurrency: Annotated[str | None, typer.Option("--bench-concurrency")] = None,
+    bench_contexts: Annotated[
+        str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
+    ] = None,
+    bench_concurrency: Annotated[
+        str | None, typer.Option("--bench-concurrency", help="concurrent requests for --bench")
+    ] = None,
     bench_max_new_tokens: Annotated[
-        int, typer.Option("--bench-max-new-tokens", min=1)
+        int, typer.Option("--bench-max-new-tokens", min=1, help="tokens generated per request")
     ] = DEFAULT_MAX_NEW_TOKENS,
     bench_threshold: Annotated[
         float,
@@ -705,10 +808,18 @@ def bench_command(
     launch: Annotated[str | None, typer.Option("--launch", help="launch file on the host")] = None,
     drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
     target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
-    identity: Annotated[list[str] | None, typer.Option("--identity", "-i")] = None,
-    known_hosts: Annotated[str | None, typer.Option("--known-hosts")] = None,
-    ssh_config: Annotated[str | None, typer.Option("--ssh-config")] = None,
-    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key")] = False,
+    identity: Annotated[
+        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+    ] = None,
+    known_hosts: Annotated[
+        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+    ] = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+    ] = False,
 ) -> None:
     """Measure acceptance on the live server across the drafter's window and concurrency."""
     from rich.console import Console

@@ -630,20 +630,11 @@ class Gatherer:
 
     def runtime(self, facts: HostFacts) -> None:
         """Ask the running server itself (issue 13); and read the launch file beside it."""
-        if self.spec.offline or self.spec.recorded or self.pid is None:
-            return
         launch = facts.launch.value
-        facts.runtime = _attempt(
-            self.host,
-            "server HTTP API",
-            lambda: read_runtime(self.t, launch, self.pid, self.spec.health_url),
-        )
-        running = facts.runtime.value.version if facts.runtime.value is not None else None
-        if running and parse_version(running) is not None:
-            # The running server's own answer beats a declaration or an installed package.
-            facts.sglang_version = Fact[str].of(running, source="/server_info version")
         path = self.spec.launch_file
         if path and launch is not None and launch.kind == "process":
+            # Recorded hosts too: after `fix --apply` wrote the file but nothing relaunched,
+            # `check` names the pending relaunch (next_step.pending_relaunch).
             facts.launch_file = _attempt(
                 self.host,
                 path,
@@ -654,6 +645,17 @@ class Gatherer:
                     service=self.spec.compose_service,
                 ),
             )
+        if self.spec.offline or self.spec.recorded or self.pid is None:
+            return
+        facts.runtime = _attempt(
+            self.host,
+            "server HTTP API",
+            lambda: read_runtime(self.t, launch, self.pid, self.spec.health_url),
+        )
+        running = facts.runtime.value.version if facts.runtime.value is not None else None
+        if running and parse_version(running) is not None:
+            # The running server's own answer beats a declaration or an installed package.
+            facts.sglang_version = Fact[str].of(running, source="/server_info version")
 
 
 def gather(spec: HostSpec, transport: Transport) -> HostFacts:

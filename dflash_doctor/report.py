@@ -35,6 +35,13 @@ class HostReport(BaseModel):
     facts: HostFacts | None = None
     fact_errors: list[str] = Field(default_factory=list)
     results: list[CheckResult] = Field(default_factory=list)
+    # Set by the CLI where `fix --apply` can change something: the exact command to run
+    # (built from how the host was named) and the launch file (and lines) it edits.
+    fix_command: str | None = None
+    fix_file: str | None = None
+    # Set by the CLI instead of fix_command when the launch file already has the fix and
+    # only a relaunch is missing (what `fix` would otherwise contradict).
+    pending_relaunch: str | None = None
 
     @property
     def findings(self) -> list[Finding]:

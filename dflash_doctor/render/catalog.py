@@ -1,4 +1,4 @@
-"""The check catalog as a table (`dflash-doctor checks`): rich's table, nothing heavier."""
+"""The check catalog as a list (`dflash-doctor checks`): rich's table, nothing heavier."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from rich.console import Console
-from rich.table import Table
+from rich.padding import Padding
 from rich.text import Text
 
 from dflash_doctor.defaults import Severity
@@ -26,7 +26,11 @@ class CatalogRow(Protocol):
 
 
 def render_catalog(checks: Iterable[CatalogRow], console: Console) -> None:
-    table = Table("id", "severity", "name", "what it finds", box=None)
+    # One heading line and the whole summary below it, wrapped at words: a table squeezed
+    # into 80 columns cut the summaries with an ellipsis.
     for c in checks:
-        table.add_row(c.id, Text(c.severity.value, style=STYLE[c.severity]), c.name, c.summary)
-    console.print(table)
+        head = Text(f"{c.id} ", style="bold")
+        head.append(c.severity.value, style=STYLE[c.severity])
+        head.append(f"  {c.name}")
+        console.print(head)
+        console.print(Padding(Text(c.summary), (0, 0, 0, 4), expand=False))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from dflash_doctor.checks.base import Check, Evidence, Finding
+from dflash_doctor.checks.impact_labels import impact_label
 from dflash_doctor.render.catalog import STYLE
 from dflash_doctor.render.text import clean
 from dflash_doctor.report import HostReport, Report
@@ -39,37 +40,36 @@ def _host_line(host: HostReport) -> Text:
 
 
 def _finding(f: Finding) -> Panel:
-    body: list[Text | Table] = [Text(clean(f.message))]
-    ev = Table.grid(padding=(0, 1))
-    # Long paths fold inside their column rather than squeezing the evidence text out.
-    ev.add_column(style="dim", overflow="fold", max_width=44)
-    ev.add_column(ratio=1, overflow="fold")
-    for e in f.evidence:
-        ev.add_row(_where(e), clean(e.text))
+    # The title is the body's first line, not the panel's border title: a border title is
+    # cut at the terminal width (CI logs are 80 columns), a body line wraps at words.
+    body: list[Text | Padding] = [Text(clean(f.title), style="bold"), Text(clean(f.message))]
     body.append(Text("Evidence", style="bold"))
-    body.append(ev)
+    for e in f.evidence:
+        # The place on its own line, the text indented below it: `file:line` is never
+        # folded into a narrow column and broken mid-word.
+        body.append(Text(_where(e), style="dim"))
+        body.append(Padding(Text(clean(e.text)), (0, 0, 0, 2), expand=False))
     if f.impact:
         body.append(Text("Impact", style="bold"))
-        impact = Table.grid(padding=(0, 1))
-        impact.add_column(style="dim")
-        impact.add_column()
         for k, v in f.impact.items():
-            impact.add_row(clean(k), clean(str(v)))
-        body.append(impact)
+            row = Text(clean(f"{impact_label(k)}: "), style="dim")
+            row.append(clean(str(v)))
+            body.append(Padding(row, (0, 0, 0, 2), expand=False))
     for fix in f.fixes:
         line = Text("Fix: ", style="bold green")
         line.append(clean(fix.describe()))
         if fix.note and fix.action != "manual":  # a manual fix's note is its description
             line.append(clean(f"  ({fix.note})"), style="dim")
         body.append(line)
-    title = Text(f"{f.check_id} {f.severity.value}: ", style=STYLE[f.severity])
-    title.append(clean(f.title), style="bold")
+    title = Text(f"{f.check_id} {f.severity.value}", style=STYLE[f.severity])
     return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
 
 
 def render_terminal(report: Report, console: Console) -> None:
     for host in report.hosts:
-        console.rule(_host_line(host), align="left")
+        # A rule's title is cut at the width; the host line below it wraps instead.
+        console.rule(style="dim")
+        console.print(_host_line(host))
         if not host.reachable:
             console.print(Text(clean(f"unreachable: {host.error}"), style="bold red"))
             continue
@@ -87,6 +87,16 @@ def render_terminal(report: Report, console: Console) -> None:
                         style="dim",
                     )
                 )
+        if host.pending_relaunch is not None:
+            line = Text("Pending relaunch: ", style="bold yellow")
+            line.append(host.pending_relaunch)
+            console.print(line)
+        if host.fix_command is not None:
+            where = f"edits {host.fix_file}" if host.fix_file else "prints the new command line"
+            line = Text("To fix: ", style="bold green")
+            line.append(host.fix_command)
+            line.append(f"  (backs up and {where}; without --apply: the diff only)", style="dim")
+            console.print(line)
         passed = [r.check_id for r in host.results if r.status == "passed"]
         if passed:
             console.print(Text("passed: " + ", ".join(passed), style="green"))
