@@ -909,6 +909,13 @@ def version() -> None:
 _BARE_COMMANDS = {"checks": list_checks, "version": version}
 
 
+def _say(text: str) -> None:
+    """One line on stderr, however long (soft_wrap: never cut at the console width)."""
+    from rich.console import Console
+
+    Console(stderr=True).print(clean(text), markup=False, highlight=False, soft_wrap=True)
+
+
 def main() -> None:
     try:
         bare = _BARE_COMMANDS.get(sys.argv[1]) if len(sys.argv) == 2 else None
@@ -919,20 +926,12 @@ def main() -> None:
         # for findings. Here every way out has its documented code (report.py).
         code = app(standalone_mode=False)
     except DoctorError as e:
-        from rich.console import Console
-
-        # soft_wrap: one line however long, never cut at the console width
-        Console(stderr=True).print(
-            clean(one_line(f"dflash-doctor: error: {e}")),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+        _say(one_line(f"dflash-doctor: error: {e}"))
         sys.exit(EXIT_USAGE)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:  # Ctrl-C inside a command (click turns it into Abort)
-        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
+        _say("dflash-doctor: interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as e:  # the command line itself is wrong
         show = getattr(e, "show", None)
@@ -940,17 +939,13 @@ def main() -> None:
             show()
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
+        _say("dflash-doctor: interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as e:  # a crash is never exit 1 (findings)
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-        Console(stderr=True).print(
-            clean(f"dflash-doctor: internal error{at}: {type(e).__name__}: {str(e)[:200]}"),
-            markup=False,
-            highlight=False,
-        )
+        _say(f"dflash-doctor: internal error{at}: {type(e).__name__}: {str(e)[:200]}")
         sys.exit(EXIT_INTERNAL)
     if code == EXIT_INTERRUPTED:  # typer's own answer to Ctrl-C inside a command
-        Console(stderr=True).print("dflash-doctor: interrupted", markup=False, highlight=False)
+        _say("dflash-doctor: interrupted")
     sys.exit(code if isinstance(code, int) else 0)

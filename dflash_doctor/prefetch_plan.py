@@ -53,6 +53,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.shipped import script_source
+    from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
     from dflash_doctor.transport.prefetch import LIMITS
 
     live = not spec.recorded
@@ -71,6 +72,8 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "env_values": [*gather.ENV_KEYS, *CATALOG_ENV_NAMES],
         "env_value_prefixes": list(ENV_VALUE_PREFIXES),
         "secret_name": SECRET_WORDS,
+        "bounded_script": BOUNDED_SCRIPT,
+        "host_grace": HOST_GRACE_S,
         "site_files": list(SITE_FILES),
         "models_package": MODELS_PACKAGE,
         "arch_modules": arch_modules(),

@@ -233,9 +233,9 @@ def test_secrets_in_urls_and_basic_auth_are_redacted() -> None:
 def test_an_unexpected_crash_is_exit_5_never_1() -> None:
     """A bug in the tool says so (exit 5, one line), never exit 1 (which means findings)."""
     code = (
-        "import dflash_doctor.cli as c\n"
+        "import dflash_doctor.cli as c, dflash_doctor.pipeline as p\n"
         "def boom(*a, **k):\n    raise RuntimeError('injected')\n"
-        "c.check_hosts = boom\n"
+        "p.check_hosts = boom\n"
         "import sys; sys.argv = ['dflash-doctor', 'check', '--demo']\n"
         "c.main()\n"
     )

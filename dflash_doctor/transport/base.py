@@ -78,3 +78,22 @@ class Transport(Protocol):
     def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
 
     def close(self) -> None: ...
+
+
+# A command that outlives its timeout must not keep running on the host once we stop
+# waiting: coreutils/busybox `timeout` runs it in a process group of its own and ends that
+# group (TERM, then KILL after the grace) a little after our own deadline. The argv stays
+# positional parameters of a fixed script, never shell words; a host without `timeout` runs
+# the command as before, and a missing command fails in `sh` itself (one wording, whatever
+# the locale: the bundle's answers and the transport's must read the same).
+BOUNDED_SCRIPT = (
+    'T=$1; shift; if command -v timeout >/dev/null 2>&1 && command -v "$1" >/dev/null 2>&1; '
+    'then exec timeout -k 5 "$T" "$@"; fi; exec "$@"'
+)
+HOST_GRACE_S = 2
+
+
+def bounded_on_host(argv: list[str], timeout: float) -> list[str]:
+    """`argv` wrapped so that the host ends it (and its children) after `timeout` seconds."""
+    limit = int(timeout) + HOST_GRACE_S
+    return ["sh", "-c", BOUNDED_SCRIPT, "sh", str(limit), *argv]

@@ -190,9 +190,14 @@ class Bundle:
         import subprocess  # only a live host runs commands: a recorded tree starts faster
 
         shell = os.environ.get("SHELL") or "/bin/sh"
+        command = argv
+        bounded = self.cfg.get("bounded_script")
+        if bounded:  # wrapped as the SSH transport wraps it (transport/base.bounded_on_host)
+            limit = int(timeout) + int(self.cfg.get("host_grace", 2))
+            command = ["sh", "-c", bounded, "sh", str(limit), *argv]
         try:
             proc = subprocess.run(
-                [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in argv)],
+                [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in command)],
                 executable=shell,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,

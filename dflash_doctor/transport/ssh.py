@@ -34,6 +34,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     LineSplitter,
     StderrLines,
+    bounded_on_host,
 )
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
@@ -363,7 +364,7 @@ class SSHTransport:
             chan = transport.open_session(timeout=timeout)
             chan.settimeout(timeout)
             # One argv, quoted for the remote shell: nothing from a host is interpolated raw.
-            chan.exec_command(shlex.join(argv))
+            chan.exec_command(shlex.join(bounded_on_host(argv, timeout)))
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise HostUnreachable(f"{self.host}: cannot run {argv[0]}: {e}") from None
         return chan

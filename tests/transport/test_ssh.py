@@ -211,3 +211,31 @@ def test_garbage_banner_is_one_line_without_traceback(tmp_path: Path) -> None:
     assert p.returncode == 3, p.stdout + p.stderr
     assert "Traceback" not in p.stderr and "\x1b" not in p.stdout + p.stderr
     assert "unreachable" in p.stdout
+
+
+def test_a_timed_out_command_is_ended_on_the_host(sshd, ssh_options, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 10 item 12: the remote process group ends when we stop waiting, children too."""
+    marker = tmp_path / "pids"
+    t = SSHTransport("h", sshd.address, ssh_options)
+    try:
+        script = f"sleep 60 & echo $! > {marker}; echo $$ >> {marker}; wait"
+        with pytest.raises(TransportError, match="timed out after 1s"):
+            t.run(["sh", "-c", script], timeout=1)
+    finally:
+        t.close()
+    pids = [int(p) for p in marker.read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if _running(p)]
+    assert not alive, f"still running on the host: {alive}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
