@@ -261,17 +261,6 @@ def logical_lines(text: str) -> list[LogicalLine]:
     return out
 
 
-def _decode_text(data: bytes, what: str) -> str:
-    if len(data) > MAX_LAUNCH_BYTES:
-        raise FactError(f"{what} is {len(data)} bytes, larger than {MAX_LAUNCH_BYTES}")
-    if b"\0" in data:
-        raise FactError(f"{what} holds binary data (NUL bytes)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FactError(f"{what} is not UTF-8 text (byte {e.start})") from None
-
-
 def _split(text: str, first_line: int) -> list[str]:
     try:
         return shlex.split(text, comments=True)
@@ -309,7 +298,7 @@ def parse_script(
     """A shell launch script, walked as bash would run it (facts/shell.py): the first command
     that runs SGLang (not an `echo` or `pkill` that mentions it), expanded with the script's
     variables, arrays and sourced files (read through `read`, never executed)."""
-    text = _decode_text(data, "launch script")
+    text = decode(data, "launch script", MAX_LAUNCH_BYTES)
     env = Env()
     cmd = run_script(text, env, read=read, here=path or source, is_sglang=_runs_sglang)
     if cmd is None:
@@ -320,7 +309,7 @@ def parse_script(
 def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) -> LaunchArgs:
     """A systemd unit: the last `ExecStart=` of [Service], with `Environment=` and
     `EnvironmentFile=` (read through `read`; a leading `-` makes it optional) expanded."""
-    text = _decode_text(data, "systemd unit")
+    text = decode(data, "systemd unit", MAX_LAUNCH_BYTES)
     env = Env()
     exec_line: LogicalLine | None = None
     for line in logical_lines(text):
@@ -370,7 +359,7 @@ def parse_compose(data: bytes, *, source: str, service: str | None = None) -> La
     """A docker compose file: `entrypoint` + `command` of the (named, or the SGLang) service."""
     import yaml
 
-    text = _decode_text(data, "compose file")
+    text = decode(data, "compose file", MAX_LAUNCH_BYTES)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
