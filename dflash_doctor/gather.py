@@ -64,9 +64,6 @@ _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
-# SGLang's namespace names -> LaunchArgs fields: one table for the host's own parser and the
-# offline replay (facts/launch.py).
-NATIVE_FIELDS = SGLANG_FIELDS
 
 
 def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
@@ -537,7 +534,7 @@ class Gatherer:
             update["sglang_rejects"] = str(answer["rejected"])
             return args.model_copy(update=update)
         values = answer.get("values") or {}
-        for key, field_name in NATIVE_FIELDS.items():
+        for key, field_name in SGLANG_FIELDS.items():  # the table the offline replay uses too
             if key in values:
                 update[field_name] = values[key]
         if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):
