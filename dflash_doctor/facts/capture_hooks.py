@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -84,11 +85,18 @@ def _absolute(module: str, node: ast.ImportFrom) -> str:
     return ".".join([*parts, node.module] if node.module else parts)
 
 
+# CPython 3.11's ast.parse is not safe in parallel threads: hosts checked at once raise
+# "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905), so one
+# parse runs at a time (a model file parses in milliseconds).
+_PARSE_LOCK = threading.Lock()
+
+
 def parse_module(text: str, name: str) -> Module:
     """The classes, imports, aliases and EntryClass of one module's source text."""
     mod = Module(name)
     try:
-        tree = ast.parse(text)
+        with _PARSE_LOCK:
+            tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return mod
     for node in tree.body:
