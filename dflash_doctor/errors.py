@@ -17,6 +17,24 @@ class HostUnreachable(TransportError):
     """The host could not be connected to at all (exit code 3 semantics)."""
 
 
+# The kinds of transport failure, told apart by type (never by matching message text).
+class FileMissing(TransportError):
+    """No such file or directory on the host."""
+
+
+class PermissionDenied(TransportError):
+    """The host refused the read, write or command for lack of permission."""
+
+
+class TimedOut(TransportError):
+    """A command or read on the host ran past its time limit."""
+
+
+class Refused(TransportError):
+    """This kind of host cannot answer the question at all (a recorded tree has no running
+    processes, offline has no GPUs, a recorded tree is never relaunched); the message says why."""
+
+
 class UsageError(DoctorError):
     """The command line or an input file given by the user is wrong (exit code 2)."""
 

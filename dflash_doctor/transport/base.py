@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, Self
 
 CHUNK_BYTES = 1024 * 1024
 # How a remote transport words the two file errors a host reports most (after the host and
@@ -46,16 +46,29 @@ class CommandResult:
         return self.returncode == 0
 
 
-class Transport(Protocol):
-    """Run commands and read or write files on one host.
+# What kind of host a transport reaches. Shown to the user (report headers, `fix` text);
+# nothing above the transport branches on it: it asks the transport, which answers or
+# raises Refused with its reason.
+HostKind = Literal["local", "ssh", "recorded", "offline", "docker", "kubernetes"]
 
-    Every method raises TransportError (with one line naming the host and path) when the
-    host or file cannot be reached; `run` also raises it on timeout.
+
+class Transport(Protocol):
+    """Run commands and read or write files on one host: the one seam between the tool and
+    a host. Opened by `transport.open.open_transport` (the only place that decides the kind).
+
+    Every path given to a transport is a path *on the host*; the transport maps it (a
+    recorded tree under its root, a container under /proc/PID/root or through exec) and
+    refuses to leave it. Every method raises a TransportError subclass with one line naming
+    the host and path: FileMissing, PermissionDenied, TimedOut, Refused (this kind of host
+    cannot answer), or plain TransportError. Transports are context managers (close on exit).
     """
 
     host: str
+    kind: HostKind
     # True when the host is another machine: work is then pushed to it (log filtering).
     remote: bool
+    # Why this host cannot be relaunched by `fix --apply` (a recorded tree, offline), or None.
+    relaunch_refused: str | None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -75,9 +88,43 @@ class Transport(Protocol):
 
     def readlink(self, path: str) -> str: ...
 
+    def real_path(self, path: str) -> str:
+        """`path` with every symlink resolved, as a host path (inside the tree/container)."""
+        ...
+
     def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
 
+    def make_dir(self, path: str) -> None:
+        """mkdir (atomic, fails with TransportError when it exists): `fix` locks with it."""
+        ...
+
+    def remove_dir(self, path: str) -> None: ...
+
+    def free_bytes(self, path: str) -> int | None:
+        """Free space on the file system holding `path`; None when the host cannot say."""
+        ...
+
+    def process_ids(self) -> list[int]:
+        """Candidate SGLang server pids (pgrep -f sglang, else /proc). Refused where the host
+        has no process table (offline)."""
+        ...
+
+    def gpu_table(self) -> bytes:
+        """nvidia-smi's CSV answer to facts.gpus.NVIDIA_SMI_ARGV: run on the host, read from a
+        recorded tree's `_captured/nvidia-smi.csv`; Refused offline."""
+        ...
+
+    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+        """The server log that the runtime keeps (`docker logs`, `kubectl logs`), bounded to
+        its last `tail_lines` lines; Refused where the log is only a file (local, SSH,
+        recorded): gather then finds it through /proc/PID/fd."""
+        ...
+
     def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 # A command that outlives its timeout must not keep running on the host once we stop

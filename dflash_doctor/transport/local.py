@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -11,20 +13,34 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from dflash_doctor.errors import TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, LineSplitter, StderrLines
+from dflash_doctor.errors import FileMissing, PermissionDenied, TimedOut, TransportError
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    CommandResult,
+    HostKind,
+    LineSplitter,
+    StderrLines,
+)
+from dflash_doctor.transport.commands import HostCommands
 
 
 def _os_error(host: str, path: str, e: OSError) -> TransportError:
     reason = e.strerror or type(e).__name__
-    return TransportError(f"{host}:{path}: {reason.lower()}")
+    kind: type[TransportError] = TransportError
+    if e.errno == errno.ENOENT:
+        kind = FileMissing
+    elif e.errno in (errno.EACCES, errno.EPERM):
+        kind = PermissionDenied
+    return kind(f"{host}:{path}: {reason.lower()}")
 
 
-class LocalTransport:
+class LocalTransport(HostCommands):
     remote = False
+    kind: HostKind = "local"
 
     def __init__(self, host: str = "localhost") -> None:
         self.host = host
+        self.relaunch_refused: str | None = None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -36,7 +52,7 @@ class LocalTransport:
         except FileNotFoundError:
             raise TransportError(f"{self.host}: command not found: {argv[0]}") from None
         except subprocess.TimeoutExpired:
-            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s") from None
+            raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s") from None
         except OSError as e:
             raise _os_error(self.host, argv[0], e) from None
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
@@ -83,7 +99,7 @@ class LocalTransport:
             stdout.close()
             stderr.close()
         if fired.is_set():
-            raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+            raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
         return CommandResult(proc.returncode, out[0] if out else b"", bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
@@ -165,6 +181,27 @@ class LocalTransport:
             os.replace(tmp, target)
         except OSError as e:
             raise _os_error(self.host, path, e) from None
+
+    def real_path(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def make_dir(self, path: str) -> None:
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
+    def remove_dir(self, path: str) -> None:
+        try:
+            os.rmdir(path)
+        except OSError as e:
+            raise _os_error(self.host, path, e) from None
+
+    def free_bytes(self, path: str) -> int | None:
+        try:
+            return shutil.disk_usage(path).free
+        except OSError:
+            return None
 
     def close(self) -> None:
         return None

@@ -24,7 +24,7 @@ import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from dflash_doctor.errors import HostUnreachable, TransportError
 from dflash_doctor.shipped import script_source
@@ -155,6 +155,8 @@ class PrefetchTransport:
         self.inner = inner
         self.host = inner.host
         self.remote = inner.remote
+        self.kind = inner.kind
+        self.relaunch_refused = inner.relaunch_refused
         self.config = config
         self.timeout = timeout
         self.hits = 0
@@ -299,6 +301,34 @@ class PrefetchTransport:
 
     def close(self) -> None:
         self.inner.close()
+
+    # The host questions the bundle does not answer go to the host itself.
+    def real_path(self, path: str) -> str:
+        return self.inner.real_path(path)
+
+    def make_dir(self, path: str) -> None:
+        self.inner.make_dir(path)
+
+    def remove_dir(self, path: str) -> None:
+        self.inner.remove_dir(path)
+
+    def free_bytes(self, path: str) -> int | None:
+        return self.inner.free_bytes(path)
+
+    def process_ids(self) -> list[int]:
+        return self.inner.process_ids()
+
+    def gpu_table(self) -> bytes:
+        return self.inner.gpu_table()
+
+    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+        return self.inner.runtime_log(tail_lines=tail_lines)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __getattr__(self, name: str) -> Any:
         # Anything beyond the Transport interface (an SSH client, its options) is inner's.

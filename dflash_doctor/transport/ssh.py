@@ -26,16 +26,24 @@ from typing import Any
 
 import paramiko
 
-from dflash_doctor.errors import HostUnreachable, TransportError
+from dflash_doctor.errors import (
+    FileMissing,
+    HostUnreachable,
+    PermissionDenied,
+    TimedOut,
+    TransportError,
+)
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     NO_SUCH_FILE,
     PERMISSION_DENIED,
     CommandResult,
+    HostKind,
     LineSplitter,
     StderrLines,
     bounded_on_host,
 )
+from dflash_doctor.transport.commands import HostCommands
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
 # last-resort handler would print it on stderr. Every failure reaches the user as one line.
@@ -202,10 +210,11 @@ def _fingerprint(key: paramiko.PKey) -> str:
     return f"{key.get_name()} SHA256:{base64.b64encode(digest).decode().rstrip('=')}"
 
 
-class SSHTransport:
+class SSHTransport(HostCommands):
     """One SSH connection to one host; commands, SFTP file access, streaming output."""
 
     remote = True
+    kind: HostKind = "ssh"
 
     def __init__(self, host: str, target: str, options: SSHOptions) -> None:
         self.host = host
@@ -388,11 +397,11 @@ class SSHTransport:
                 # Output is complete; the exit status follows on its own message.
                 if not chan.status_event.wait(max(left, 0)):
                     chan.close()
-                    raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+                    raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
                 return
             if left <= 0:
                 chan.close()
-                raise TransportError(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
+                raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
             try:
                 select.select([chan], [], [], min(left, 1.0))
             except (OSError, ValueError):
@@ -462,11 +471,11 @@ class SSHTransport:
 
     def _file_error(self, path: str, e: BaseException) -> TransportError:
         if isinstance(e, FileNotFoundError) or getattr(e, "errno", None) == 2:
-            return TransportError(f"{self.host}:{path}: {NO_SUCH_FILE}")
+            return FileMissing(f"{self.host}:{path}: {NO_SUCH_FILE}")
         if isinstance(e, PermissionError) or getattr(e, "errno", None) == 13:
-            return TransportError(f"{self.host}:{path}: {PERMISSION_DENIED}")
+            return PermissionDenied(f"{self.host}:{path}: {PERMISSION_DENIED}")
         if isinstance(e, socket.timeout | TimeoutError):
-            return TransportError(f"{self.host}:{path}: timed out")
+            return TimedOut(f"{self.host}:{path}: timed out")
         return TransportError(f"{self.host}:{path}: {e or type(e).__name__}")
 
     def file_size(self, path: str) -> int:

@@ -1,0 +1,88 @@
+"""The Transport protocol's host questions answered by running commands on the host.
+
+Shared by every transport that can run commands (SSH, containers); the local transport
+answers the file-system ones through the OS instead. All argv are fixed words plus host
+paths after `--`: host text never becomes a shell word or an option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Self
+
+from dflash_doctor.errors import DoctorError, Refused, TransportError
+from dflash_doctor.transport.base import CommandResult
+
+MAX_PROCESSES = 65536
+
+
+class HostCommands:
+    """Mixin: needs `host`, `run` and `list_dir` from the transport it is mixed into."""
+
+    host: str
+    relaunch_refused: str | None = None
+
+    def run(
+        self, argv: list[str], *, timeout: float = 30.0, on_stderr: None = None
+    ) -> CommandResult:
+        raise NotImplementedError
+
+    def list_dir(self, path: str) -> list[str]:
+        raise NotImplementedError
+
+    def real_path(self, path: str) -> str:
+        try:
+            res = self.run(["readlink", "-f", "--", path], timeout=10)
+        except DoctorError:
+            return path
+        real = res.stdout.decode("utf-8", "replace").strip()
+        return real if res.ok and real.startswith("/") and "\n" not in real else path
+
+    def make_dir(self, path: str) -> None:
+        res = self.run(["mkdir", "--", path], timeout=10)
+        if not res.ok:
+            raise TransportError(f"{self.host}:{path}: cannot make directory (it may exist)")
+
+    def remove_dir(self, path: str) -> None:
+        self.run(["rmdir", "--", path], timeout=10)
+
+    def free_bytes(self, path: str) -> int | None:
+        try:
+            res = self.run(["df", "-Pk", "--", path], timeout=20)
+            return int(res.stdout.decode("ascii", "replace").splitlines()[1].split()[3]) * 1024
+        except (DoctorError, ValueError, IndexError):
+            return None  # no df there: the atomic writes still fail cleanly
+
+    def process_ids(self) -> list[int]:
+        try:
+            res = self.run(["pgrep", "-f", "sglang"], timeout=10)
+            # pgrep exits 1 when nothing matches: then there is no server process.
+            if res.returncode in (0, 1):
+                return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
+        except DoctorError:
+            pass
+        entries = self.list_dir("/proc")
+        # ASCII digits only: str.isdigit accepts '²', which int() refuses.
+        return [int(e) for e in entries[:MAX_PROCESSES] if e.isascii() and e.isdigit()]
+
+    def gpu_table(self) -> bytes:
+        from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+
+        res = self.run(NVIDIA_SMI_ARGV, timeout=20)
+        if not res.ok:
+            first = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+            raise TransportError(
+                f"{self.host}: nvidia-smi failed: {first[0] if first else res.returncode}"
+            )
+        return res.stdout
+
+    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+        raise Refused(f"{self.host}: the server log is a file here, found through /proc/PID/fd")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        close = getattr(self, "close", None)
+        if close is not None:
+            close()
