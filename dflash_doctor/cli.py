@@ -581,7 +581,7 @@ def gate(
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
     from dflash_doctor.pipeline import check_hosts
-    from dflash_doctor.policy import apply_baseline, apply_waivers, load_baseline, load_waivers
+    from dflash_doctor.policy import apply_policy
     from dflash_doctor.render.json_report import render_json
     from dflash_doctor.render.junit import render_junit
     from dflash_doctor.render.sarif import render_sarif
@@ -614,13 +614,14 @@ def gate(
         )
     if not specs:
         raise UsageError("give launch files or --inventory")
-    hosts = check_hosts(specs, chosen, jobs=1)
-    found, waiver_path = load_waivers(str(waivers) if waivers else None, str(root))
-    notes = apply_waivers(hosts, {s.name: s.labels for s in specs}, found, date.today())
-    if waiver_path is not None:
-        notes.insert(0, f"{len(found)} waiver(s) from {waiver_path}")
-    if baseline is not None:
-        apply_baseline(hosts, load_baseline(str(baseline)))
+    hosts, notes = apply_policy(
+        check_hosts(specs, chosen, jobs=1),
+        {s.name: s.labels for s in specs},
+        today=date.today(),
+        waiver_file=str(waivers) if waivers else None,
+        search_dir=str(root),
+        baseline_file=str(baseline) if baseline is not None else None,
+    )
     report = build_report(
         hosts,
         fail_on=fail_on,

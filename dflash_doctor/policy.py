@@ -13,6 +13,7 @@ waivers:
 
 A baseline is an earlier JSON report (`--output`): findings it already had do not gate.
 Today's date is given by the caller: checks and policy never read the clock themselves.
+Findings are frozen: policy returns new host reports with new findings, never edits them.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dflash_doctor.checks.base import Finding, Severity
+from dflash_doctor.checks.base import CheckResult, Finding, Severity
 from dflash_doctor.errors import UsageError, validation_line
-from dflash_doctor.report import HostReport
+from dflash_doctor.report import HostReport, fingerprint
 
 WAIVER_FILE = ".dflash-doctor.yaml"
 
@@ -103,40 +104,93 @@ def _read(path: str) -> dict[str, Any] | None:
     return raw
 
 
-def apply_waivers(
-    hosts: list[HostReport], labels: dict[str, list[str]], waivers: list[Waiver], today: dt.date
-) -> list[str]:
-    """Suppress or re-grade waived findings; return notes about expired waivers."""
+def _waive(
+    host: str, labels: list[str], finding: Finding, waivers: list[Waiver], today: dt.date
+) -> tuple[Finding, list[str]]:
+    """The finding as the first live waiver that matches leaves it, and the expiry notes."""
     notes: list[str] = []
+    for w in waivers:
+        if not w.matches(host, labels, finding):
+            continue
+        if w.expires is not None and w.expires <= today:
+            notes.append(
+                f"{host}: waiver of {w.check} expired on {w.expires} and no "
+                f"longer applies ({w.reason})"
+            )
+            continue
+        if w.severity is not None:
+            return finding.model_copy(
+                update={
+                    "severity": w.severity,
+                    "waiver": f"re-graded to {w.severity.value}: {w.reason}",
+                }
+            ), notes
+        return finding.model_copy(update={"suppressed": f"waived: {w.reason}"}), notes
+    return finding, notes
+
+
+def _baselined(host: str, finding: Finding, known: set[str]) -> Finding:
+    if finding.suppressed is None and fingerprint(host, finding) in known:
+        return finding.model_copy(update={"suppressed": "in baseline"})
+    return finding
+
+
+def judge(
+    hosts: list[HostReport],
+    labels: dict[str, list[str]],
+    waivers: list[Waiver],
+    today: dt.date,
+    known: set[str] | None = None,
+) -> tuple[list[HostReport], list[str]]:
+    """New host reports whose findings are waived, re-graded or baselined, and notes about
+    expired waivers. The reports given are left as they were."""
+    notes: list[str] = []
+    judged: list[HostReport] = []
     for host in hosts:
+        results: list[CheckResult] = []
         for result in host.results:
+            findings: list[Finding] = []
             for finding in result.findings:
-                for w in waivers:
-                    if not w.matches(host.host, labels.get(host.host, []), finding):
-                        continue
-                    if w.expires is not None and w.expires <= today:
-                        note = (
-                            f"{host.host}: waiver of {w.check} expired on {w.expires} and no "
-                            f"longer applies ({w.reason})"
-                        )
-                        if note not in notes:
-                            notes.append(note)
-                        continue
-                    if w.severity is not None:
-                        finding.severity = w.severity
-                        finding.waiver = f"re-graded to {w.severity.value}: {w.reason}"
-                    else:
-                        finding.suppressed = f"waived: {w.reason}"
-                    break
-    return notes
+                finding, expired = _waive(
+                    host.host, labels.get(host.host, []), finding, waivers, today
+                )
+                for note in expired:
+                    if note not in notes:
+                        notes.append(note)
+                findings.append(_baselined(host.host, finding, known or set()))
+            results.append(result.model_copy(update={"findings": findings}))
+        judged.append(host.model_copy(update={"results": results}))
+    return judged, notes
 
 
-def fingerprint(host: str, finding: Finding) -> str:
-    """Stable identity of a finding across runs: host, check and title."""
-    return f"{host}\x1f{finding.check_id}\x1f{finding.title}"
+def apply_policy(
+    hosts: list[HostReport],
+    labels: dict[str, list[str]],
+    *,
+    today: dt.date,
+    waiver_file: str | None = None,
+    search_dir: str = ".",
+    baseline_file: str | None = None,
+) -> tuple[list[HostReport], list[str]]:
+    """The waivers (of `waiver_file`, else found in `search_dir`) and the baseline applied
+    to the host reports: new reports, and the notes the report starts with."""
+    waivers, waiver_path = load_waivers(waiver_file, search_dir)
+    known = load_baseline(baseline_file) if baseline_file is not None else None
+    judged, notes = judge(hosts, labels, waivers, today, known)
+    if waiver_path is not None:
+        notes.insert(0, f"{len(waivers)} waiver(s) from {waiver_path}")
+    return judged, notes
+
+
+class _Seen(BaseModel):
+    """A finding read back from a baseline report: only what its fingerprint rests on."""
+
+    check_id: str
+    title: str
 
 
 def load_baseline(path: str) -> set[str]:
+    """The fingerprints of every finding of an earlier JSON report."""
     try:
         with open(path, encoding="utf-8") as f:
             report = json.load(f)
@@ -151,14 +205,7 @@ def load_baseline(path: str) -> set[str]:
         for host in report["hosts"]:
             for result in host["results"]:
                 for f in result["findings"]:
-                    seen.add(f"{host['host']}\x1f{f['check_id']}\x1f{f['title']}")
-    except (KeyError, TypeError):
+                    seen.add(fingerprint(host["host"], _Seen.model_validate(f)))
+    except (KeyError, TypeError, ValidationError):
         raise UsageError(f"{path}: baseline is not a dflash-doctor JSON report") from None
     return seen
-
-
-def apply_baseline(hosts: list[HostReport], known: set[str]) -> None:
-    for host in hosts:
-        for finding in host.findings:
-            if finding.suppressed is None and fingerprint(host.host, finding) in known:
-                finding.suppressed = "in baseline"

@@ -9,6 +9,9 @@ dflash-doctor, never findings), 130 interrupted (Ctrl-C). Precedence: 3, then 2,
 
 from __future__ import annotations
 
+import hashlib
+from typing import Protocol
+
 from pydantic import BaseModel, Field
 
 from dflash_doctor import __version__
@@ -72,6 +75,31 @@ class Report(BaseModel):
     exit_code: int = EXIT_OK
 
 
+class Identified(Protocol):
+    """What a finding's identity rests on: a Finding, or one read back from a JSON report."""
+
+    @property
+    def check_id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+
+def fingerprint(host: str, finding: Identified) -> str:
+    """A finding's identity across runs (host, check, title), for baselines and SARIF.
+
+    The value is what SARIF has always carried in `partialFingerprints`, so code scanning
+    keeps tracking the same alerts; a baseline compares the same value."""
+    key = f"{host}|{finding.check_id}|{finding.title}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def gates(finding: Finding, fail_on: Severity) -> bool:
+    """Whether a finding fails the run: not waived or baselined, and at or above --fail-on.
+    The exit code and the JUnit failures both ask this, so they cannot disagree."""
+    return finding.suppressed is None and finding.severity.rank >= fail_on.rank
+
+
 def fact_errors(facts: HostFacts) -> list[str]:
     errors = []
     for name in HostFacts.model_fields:
@@ -119,8 +147,7 @@ def build_report(
                 finding.severity.value
             ]
             setattr(summary, key, getattr(summary, key) + 1)
-            if finding.severity.rank >= fail_on.rank:
-                gate = True
+            gate = gate or gates(finding, fail_on)
     notes = list(notes or [])
     input_errors = []
     for host in hosts:

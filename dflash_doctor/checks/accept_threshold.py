@@ -68,9 +68,7 @@ def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
         ]
         body = {k: 1.0 for k in {c[0] for c in changed}}
         findings.append(
-            Finding(
-                check_id="DFD142",
-                severity=Severity.WARNING,
+            lossy_accept_threshold.finding(
                 title="accept thresholds changed at runtime: acceptance is lossy",
                 message=(
                     "The scheduler's "
@@ -92,9 +90,7 @@ def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
     if launched:
         keys = sorted({k for k, _, _ in launched})
         findings.append(
-            Finding(
-                check_id="DFD142",
-                severity=Severity.WARNING,
+            lossy_accept_threshold.finding(
                 title="relaxed accept thresholds: acceptance is lossy",
                 message=(
                     "The server runs with "

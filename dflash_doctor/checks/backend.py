@@ -109,9 +109,7 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
         return []
     fallback = (log.dflash_attention_backend if log is not None else None) or "flashinfer"
     return [
-        Finding(
-            check_id="DFD107",
-            severity=Severity.WARNING,
+        draft_backend_fallback.finding(
             title=f"Draft attention backend {configured!r} is not supported by DFlash",
             message=f"{why}; {configured!r} is replaced by {fallback!r}.",
             evidence=evidence,

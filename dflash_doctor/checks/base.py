@@ -1,4 +1,10 @@
-"""The vocabulary of checks: severities, evidence, fixes, findings, results, the registry."""
+"""The vocabulary of checks: severities, evidence, fixes, findings, results, the registry.
+
+Results are frozen: policy (waivers, baselines) makes new findings with `model_copy` rather
+than editing what a check returned, so a result can be shared by renderers and re-judged
+without one step's change leaking into another's view. Checks build findings only through
+their own `Check.finding`, which fills in the check id and its catalog severity.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.defaults import Severity as Severity
 from dflash_doctor.facts.models import HostFacts
@@ -15,6 +21,8 @@ from dflash_doctor.facts.models import HostFacts
 
 class Evidence(BaseModel):
     """One observed fact that a finding rests on, pointing at where it was seen."""
+
+    model_config = ConfigDict(frozen=True)
 
     kind: Literal["config", "flag", "log", "version", "derived"]
     text: str
@@ -28,6 +36,8 @@ FixAction = Literal["set_flag", "remove_flag", "replace_flag", "upgrade_sglang",
 
 class Fix(BaseModel):
     """A structured change to how the server is launched (planned and applied by `fix`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     action: FixAction
     flag: str | None = None
@@ -49,6 +59,8 @@ class Fix(BaseModel):
 
 
 class Finding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     check_id: str
     severity: Severity
     title: str
@@ -65,6 +77,8 @@ ResultStatus = Literal["passed", "failed", "skipped"]
 
 
 class CheckResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     check_id: str
     name: str
     severity: Severity
@@ -98,6 +112,31 @@ class Check:
     def summary(self) -> str:
         return self.doc.splitlines()[0] if self.doc else self.name
 
+    def __call__(self, facts: HostFacts) -> list[Finding]:
+        return self.func(facts)
+
+    def finding(
+        self,
+        *,
+        title: str,
+        message: str,
+        severity: Severity | None = None,
+        evidence: list[Evidence] | None = None,
+        impact: dict[str, float | int | str] | None = None,
+        fixes: list[Fix] | None = None,
+    ) -> Finding:
+        """A finding of this check: its id always, its catalog severity unless the check
+        grades this case otherwise (a milder form of the same fault)."""
+        return Finding(
+            check_id=self.id,
+            severity=self.severity if severity is None else severity,
+            title=title,
+            message=message,
+            evidence=list(evidence or []),
+            impact=dict(impact or {}),
+            fixes=list(fixes or []),
+        )
+
 
 REGISTRY: dict[str, Check] = {}
 
@@ -109,15 +148,19 @@ def check(
     *,
     needs: tuple[FactName, ...] = (),
     needs_any: tuple[FactName, ...] = (),
-) -> Callable[[CheckFunc], CheckFunc]:
-    """Register a check. Its docstring is its documentation page (`dflash-doctor explain`)."""
+) -> Callable[[CheckFunc], Check]:
+    """Register a check. Its docstring is its documentation page (`dflash-doctor explain`).
 
-    def register(func: CheckFunc) -> CheckFunc:
+    The decorated name becomes the `Check`: still callable on facts, and the check's
+    findings are made with `<name>.finding(...)`."""
+
+    def register(func: CheckFunc) -> Check:
         if check_id in REGISTRY:
             raise ValueError(f"duplicate check id {check_id}")
         if not func.__doc__:
             raise ValueError(f"check {check_id} has no documentation")
-        REGISTRY[check_id] = Check(check_id, name, severity, func, needs, needs_any)
-        return func
+        made = Check(check_id, name, severity, func, needs, needs_any)
+        REGISTRY[check_id] = made
+        return made
 
     return register

@@ -64,8 +64,7 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
         and launch.num_draft_tokens != launch.dflash_block_size
     ):
         findings.append(
-            Finding(
-                check_id="DFD105",
+            block_size_mismatch.finding(
                 severity=Severity.ERROR,
                 title="Two block-size flags disagree",
                 message=(
@@ -135,9 +134,7 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
         else Fix(action="set_flag", flag="--speculative-num-draft-tokens", value=str(trained))
     )
     findings.append(
-        Finding(
-            check_id="DFD105",
-            severity=Severity.WARNING,
+        block_size_mismatch.finding(
             title=f"Block size {used} differs from the drafter's trained block_size {trained}",
             message=message,
             evidence=evidence,

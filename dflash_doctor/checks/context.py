@@ -134,9 +134,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     ]
     if known and not allowed:
         return [
-            Finding(
-                check_id="DFD120",
-                severity=Severity.ERROR,
+            drafter_shorter_than_context.finding(
                 title="SGLang refuses a drafter shorter than the served context",
                 message=(
                     f"The server serves {served} tokens; the drafter covers {trained}. "
@@ -155,8 +153,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     else:
         how = f"Either SGLang refuses to start, or (with {ALLOW_ENV}=1) "
     return [
-        Finding(
-            check_id="DFD120",
+        drafter_shorter_than_context.finding(
             severity=Severity.WARNING,
             title=f"Drafter trained for {trained} positions, server serves {served}",
             message=(

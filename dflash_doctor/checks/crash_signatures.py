@@ -64,8 +64,7 @@ def _finding(facts: HostFacts, p: LogPattern, event: LogEvent, *, latest: bool) 
         evidence.append(Evidence(kind="version", text=f"SGLang {version}"))
         if p.in_release(version) is False:
             note = f" (SGLang {version} does not write this text: the line predates it)"
-    return Finding(
-        check_id="DFD152",
+    return crash_signatures.finding(
         severity=Severity.ERROR if latest else Severity.WARNING,
         title=f"Known DFLASH crash {where}: {p.meaning}",
         message=(

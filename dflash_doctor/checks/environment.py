@@ -78,8 +78,7 @@ def simulated_acceptance(facts: HostFacts) -> list[Finding]:
     if vf is not None and vf.version < SIMULATE_HONOURED_SINCE:
         evidence.append(version_evidence(facts))
         return [
-            Finding(
-                check_id="DFD121",
+            simulated_acceptance.finding(
                 severity=Severity.INFO,
                 title=f"{SIMULATE_ENV} is set; this SGLang ignores it for DFLASH",
                 message=(
@@ -93,9 +92,7 @@ def simulated_acceptance(facts: HostFacts) -> list[Finding]:
     if vf is None:
         evidence.append(version_evidence(facts))
     return [
-        Finding(
-            check_id="DFD121",
-            severity=Severity.ERROR,
+        simulated_acceptance.finding(
             title=f"Accept length is simulated ({SIMULATE_ENV}={value})",
             message=(
                 f"DFLASH forces a drawn accept length around {number:g} instead of what "
@@ -160,8 +157,7 @@ def spec_v2_variable(facts: HostFacts) -> list[Finding]:
         )
         fixes.append(Fix(action="manual", note="add --disable-overlap-schedule"))
     return [
-        Finding(
-            check_id="DFD122",
+        spec_v2_variable.finding(
             severity=Severity.WARNING if wanted_sync else Severity.INFO,
             title=f"{SPEC_V2_ENV}={value} has no effect on SGLang {vf.label}",
             message=message,

@@ -173,8 +173,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
             maybe = [n for n in names if capability_major(n) in (9, 12)]
             if maybe and not bad:
                 findings.append(
-                    Finding(
-                        check_id="DFD123",
+                    trtllm_mha_gpu.finding(
                         severity=Severity.WARNING,
                         title=f"trtllm_mha prefill on {maybe[0]} needs SGLang 0.5.19 or newer",
                         message="The SGLang version is unknown; up to 0.5.18 trtllm_mha "
@@ -187,9 +186,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
             refusal = PREFILL_RULES[-1][2]
         if bad:
             findings.append(
-                Finding(
-                    check_id="DFD123",
-                    severity=Severity.ERROR,
+                trtllm_mha_gpu.finding(
                     title=f"trtllm_mha {side} cannot run on {bad[0]} ({arch_label(bad[0])})",
                     message=f"SGLang refuses to start: `{refusal}`",
                     evidence=[*evidence, gpu_evidence],
@@ -207,8 +204,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
         current = page if page is not None else 1
         if applies and current not in sizes:
             findings.append(
-                Finding(
-                    check_id="DFD123",
+                trtllm_mha_gpu.finding(
                     severity=Severity.INFO,
                     title=f"trtllm_mha changes the page size from {current} to 64",
                     message=(

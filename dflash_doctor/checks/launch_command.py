@@ -76,9 +76,7 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     if launch.sglang_rejects is not None:
         evidence.append(flag_evidence(launch, "", launch.sglang_rejects))
     return [
-        Finding(
-            check_id="DFD110",
-            severity=Severity.ERROR,
+        sglang_rejects_launch.finding(
             title=f"SGLang {launch.parser_version} rejects the launch command",
             message=f"{how}: {reason}.",
             evidence=evidence,

@@ -71,9 +71,7 @@ def mask_token_outside_vocab(facts: HostFacts) -> list[Finding]:
     if cfg.mask_token_id < target.vocab_size:
         return []
     return [
-        Finding(
-            check_id="DFD128",
-            severity=Severity.ERROR,
+        mask_token_outside_vocab.finding(
             title="Drafter's mask_token_id is outside the target's vocabulary",
             message="SGLang refuses to start: `"
             + MASK_REFUSAL.format(mid=cfg.mask_token_id, vocab=target.vocab_size)
@@ -167,9 +165,7 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
         else [Fix(action="manual", note=f"no SGLang release implements the hook for {arch}")]
     )
     return [
-        Finding(
-            check_id="DFD129",
-            severity=Severity.ERROR,
+        target_cannot_capture.finding(
             title=f"SGLang {version} cannot capture DFLASH hidden states from {arch}",
             message=f"SGLang refuses to start: `{template.format(arch=arch)}` ({source}).",
             evidence=[

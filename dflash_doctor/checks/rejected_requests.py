@@ -74,9 +74,7 @@ def _finding(facts: HostFacts, pattern: LogPattern, event: LogEvent) -> Finding:
         evidence.append(log_evidence(log, event.last.line, event.last.text))
     if version:
         evidence.append(Evidence(kind="version", text=f"SGLang {version}"))
-    return Finding(
-        check_id="DFD150",
-        severity=Severity.WARNING,
+    return rejected_requests.finding(
         title=f"DFLASH rejected {event.count} request(s): {pattern.meaning} ({span})",
         message=(
             f"The server answered {event.count} request(s) with HTTP 400 ({pattern.meaning}) "

@@ -118,8 +118,7 @@ def _finding(
         fix = Fix(action="manual", note=f"replace {r.written} with {r.new}")
     else:
         fix = Fix(action="remove_flag", flag=r.written)
-    return Finding(
-        check_id="DFD140",
+    return launch_option_renamed.finding(
         severity=severity,
         title=title,
         message=message,

@@ -88,9 +88,7 @@ def acceptance_falling(facts: HostFacts) -> list[Finding]:
     if first <= 0 or last >= DROP_RATIO * first:
         return []
     return [
-        Finding(
-            check_id="DFD109",
-            severity=Severity.WARNING,
+        acceptance_falling.finding(
             title=f"Accept length fell from {first:.2f} to {last:.2f} over the run",
             message=(
                 f"Mean accept length of the last quarter of decode samples is {last:.2f}, "

@@ -101,9 +101,7 @@ def launch_file_not_what_runs(facts: HostFacts) -> list[Finding]:
         evidence.append(runtime_evidence(runtime, f"{key}={running!r}"))
     names = ", ".join(d[0] for d in diffs)
     return [
-        Finding(
-            check_id="DFD141",
-            severity=Severity.WARNING,
+        launch_file_not_what_runs.finding(
             title=f"{launch.source} is not what runs ({names})",
             message=(
                 f"The running server's resolved arguments differ from {launch.source} in "

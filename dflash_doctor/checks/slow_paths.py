@@ -72,9 +72,7 @@ def _event_finding(log: LogFacts, p: LogPattern) -> Finding:
     evidence = [log_evidence(log, event.first.line, event.first.text)]
     if event.count > 1:
         evidence.append(log_evidence(log, event.last.line, event.last.text))
-    return Finding(
-        check_id="DFD151",
-        severity=Severity.WARNING,
+    return slow_paths.finding(
         title=f"DFLASH slow path: {p.meaning}",
         message=(
             f"The log says `{event.first.text.split('] ', 1)[-1][:200]}` "
@@ -93,8 +91,7 @@ def _graph_off(log: LogFacts) -> Finding | None:
         return None
     share = d.graph_off_count / d.count
     first, last = d.graph_off_first_line, d.graph_off_last_line
-    return Finding(
-        check_id="DFD151",
+    return slow_paths.finding(
         severity=Severity.WARNING if share >= GRAPH_OFF_WARN_SHARE else Severity.INFO,
         title=f"{100 * share:.0f}% of decode batches ran without a CUDA graph",
         message=(
@@ -132,9 +129,7 @@ def _max_running_default(facts: HostFacts, log: LogFacts) -> Finding | None:
     evidence = [Evidence(kind="flag", text="no --max-running-requests", file=launch.source)]
     if log.server_args is not None and dumped is not None:
         evidence.append(log_evidence(log, log.server_args.line, f"max_running_requests={dumped}"))
-    return Finding(
-        check_id="DFD151",
-        severity=Severity.WARNING,
+    return slow_paths.finding(
         title="DFLASH caps the server at 48 running requests",
         message=(
             "Without --max-running-requests, SGLang's DFLASH setup logs "

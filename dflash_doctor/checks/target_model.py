@@ -52,9 +52,7 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
     bad = [i for i in ids if i < 0 or i >= target.num_hidden_layers]
     if bad:
         findings.append(
-            Finding(
-                check_id="DFD106",
-                severity=Severity.ERROR,
+            drafter_target_mismatch.finding(
                 title="target_layer_ids out of range of the target model",
                 message=(
                     f"dflash_config.target_layer_ids {bad} are not layers of the target "
@@ -69,9 +67,7 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
         )
     if cfg.num_target_layers is not None and cfg.num_target_layers != target.num_hidden_layers:
         findings.append(
-            Finding(
-                check_id="DFD106",
-                severity=Severity.ERROR,
+            drafter_target_mismatch.finding(
                 title="Drafter was trained for a target with another layer count",
                 message=(
                     f"The drafter's num_target_layers={cfg.num_target_layers}, but the target "
@@ -88,9 +84,7 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
         )
     if cfg.hidden_size != target.hidden_size:
         findings.append(
-            Finding(
-                check_id="DFD106",
-                severity=Severity.ERROR,
+            drafter_target_mismatch.finding(
                 title="Drafter and target hidden sizes differ",
                 message=(
                     f"Drafter hidden_size={cfg.hidden_size}, target hidden_size="

@@ -110,9 +110,7 @@ def pipeline_parallel(facts: HostFacts) -> list[Finding]:
     if pp <= 1:
         return []
     return [
-        Finding(
-            check_id="DFD124",
-            severity=Severity.ERROR,
+        pipeline_parallel.finding(
             title=f"DFLASH with pipeline parallelism (pp_size={pp})",
             message=f"SGLang refuses to start: `{PP_REFUSAL}`",
             evidence=evidence,
@@ -189,9 +187,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     ] or [flag]
     if refusal is not None:
         return [
-            Finding(
-                check_id="DFD125",
-                severity=Severity.ERROR,
+            dp_attention.finding(
                 title=f"SGLang {vf.label} refuses DFLASH with DP attention",
                 message=f"SGLang refuses to start: `{refusal}`",
                 evidence=evidence,
@@ -204,9 +200,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     findings: list[Finding] = []
     if not launch.enable_dp_lm_head:
         findings.append(
-            Finding(
-                check_id="DFD125",
-                severity=Severity.ERROR,
+            dp_attention.finding(
                 title="DFLASH with DP attention needs --enable-dp-lm-head",
                 message=f"SGLang refuses to start: `{DP_LM_HEAD_REFUSAL}`",
                 evidence=evidence,
@@ -216,9 +210,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     known, value = env_value(facts, DP_COORD_ENV)
     if known and env_bool(value) is True:
         findings.append(
-            Finding(
-                check_id="DFD125",
-                severity=Severity.ERROR,
+            dp_attention.finding(
                 title=f"DFLASH with DP attention requires {DP_COORD_ENV}=0",
                 message=(
                     "SGLang refuses to start: "
@@ -311,9 +303,7 @@ def drafter_heads_vs_tp(facts: HostFacts) -> list[Finding]:
             )
         )
     return [
-        Finding(
-            check_id="DFD126",
-            severity=Severity.ERROR,
+        drafter_heads_vs_tp.finding(
             title=f"Drafter {key} cannot be split over tp_size={tp}",
             message=f"Loading the drafter fails: `{text}`",
             evidence=[
@@ -407,9 +397,7 @@ def quantized_lm_head(facts: HostFacts) -> list[Finding]:
     if launch is not None:
         evidence.append(flag_evidence(launch, "--tp-size", f"tp_size={tp}"))
     return [
-        Finding(
-            check_id="DFD127",
-            severity=Severity.ERROR,
+        quantized_lm_head.finding(
             title=f"DFLASH cannot sample with a quantized target lm_head on SGLang {vf.label}",
             message=f"The first speculative step fails: `{refusal}`",
             evidence=evidence,

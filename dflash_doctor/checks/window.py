@@ -146,9 +146,7 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     else:
         told = f"with a draft window of {state.window} tokens, above the trained {window}"
     return [
-        Finding(
-            check_id="DFD103",
-            severity=Severity.ERROR,
+        drafter_ignores_layer_types.finding(
             title=f"Draft layers {layer_list(wider)} attend beyond their {window}-token window",
             message=(
                 f"This SGLang ignores the drafter's layer_types (decided by {b.source}), so "
@@ -210,9 +208,7 @@ def window_differs(facts: HostFacts) -> list[Finding]:
     fix = remove_window_fix(facts) if b.honours_layer_types else set_window_fix(facts, window)
     also = f"; it also clamps full_attention layer(s) {layer_list(clamped)}" if clamped else ""
     return [
-        Finding(
-            check_id="DFD102",
-            severity=Severity.ERROR,
+        window_differs.finding(
             title=f"Draft window {model.window_flag} truncates sliding layers "
             f"{layer_list(truncated)} (trained on {window} tokens)",
             message=(
@@ -297,9 +293,7 @@ def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
     else:
         tail = " Remove the flag: every layer is then served as trained."
     return [
-        Finding(
-            check_id="DFD130",
-            severity=Severity.WARNING,
+        window_clamps_full_layers.finding(
             title=f"Draft window {model.window_flag} clamps full_attention layer(s) "
             f"{layer_list(clamped)}",
             message=(
@@ -380,9 +374,7 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
             else Fix(action="upgrade_sglang", value="0.5.11")
         )
         return [
-            Finding(
-                check_id="DFD104",
-                severity=Severity.ERROR,
+            window_flag_spelling.finding(
                 title=f"{label} does not accept {used}",
                 message=(
                     f"{used} is not a flag of {label}; the server would exit at "
@@ -395,8 +387,7 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
         ]
     if used in deprecated and preferred:
         return [
-            Finding(
-                check_id="DFD104",
+            window_flag_spelling.finding(
                 severity=Severity.WARNING,
                 title=f"{used} is deprecated in {label}",
                 message=(
@@ -515,9 +506,7 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
         lever = f"SGLang version unknown ({DRAFT_KV_DTYPE_FLAG} needs 0.5.18 or newer)"
     share_text = f", {share:.1%} of the KV budget" if share is not None else ""
     return [
-        Finding(
-            check_id="DFD131",
-            severity=Severity.INFO,
+        draft_kv_memory.finding(
             title=f"Draft KV cache: {int(per_token)} B per token per GPU{share_text}",
             message=(
                 f"The draft pool holds one slot per target token ({int(per_token)} B per "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from dflash_doctor.render.text import clean
-from dflash_doctor.report import Report
+from dflash_doctor.report import Report, gates
 
 
 def render_junit(report: Report) -> str:
@@ -29,11 +29,7 @@ def render_junit(report: Report) -> str:
                 name=f"{result.check_id} {result.name}",
             )
             cases += 1
-            gating = [
-                f
-                for f in result.findings
-                if f.suppressed is None and f.severity.rank >= report.fail_on.rank
-            ]
+            gating = [f for f in result.findings if gates(f, report.fail_on)]
             if result.status == "skipped":
                 ET.SubElement(case, "skipped", message=result.reason or "skipped")
                 skips += 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from dflash_doctor import __version__
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Evidence, Finding, Severity
-from dflash_doctor.report import Report
+from dflash_doctor.report import Report, fingerprint
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -65,14 +64,13 @@ def render_sarif(report: Report, root: str = ".") -> str:
             text = f"{host.host}: {finding.title}. {finding.message}"
             if finding.fixes:
                 text += " Fix: " + "; ".join(f.describe() for f in finding.fixes) + "."
-            fp = hashlib.sha256(f"{host.host}|{finding.check_id}|{finding.title}".encode())
             result: dict[str, Any] = {
                 "ruleId": finding.check_id,
                 "ruleIndex": index[finding.check_id],
                 "level": LEVEL[finding.severity],
                 "message": {"text": text},
                 "locations": [_location(finding, root, fallback)],
-                "partialFingerprints": {"dflashDoctor/v1": fp.hexdigest()[:32]},
+                "partialFingerprints": {"dflashDoctor/v1": fingerprint(host.host, finding)},
                 "properties": {"host": host.host, "impact": finding.impact},
             }
             if finding.suppressed is not None:
