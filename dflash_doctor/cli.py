@@ -113,6 +113,7 @@ def _specs(
     from_inventory: list[HostSpec],
     overrides: dict[str, object],
 ) -> list[HostSpec]:
+    from dflash_doctor.container_targets import is_container_target, parse_container_target
     from dflash_doctor.demo import demo_host
     from dflash_doctor.hosts import HostSpec, load_recorded_host
 
@@ -122,7 +123,9 @@ def _specs(
     for d in host_dirs:
         specs.append(load_recorded_host(str(d)))
     for h in hosts:
-        if h in LOCAL_NAMES:
+        if is_container_target(h):
+            specs.append(HostSpec.model_validate(parse_container_target(h)))
+        elif h in LOCAL_NAMES:
             specs.append(HostSpec(name=h))
         else:
             specs.append(HostSpec(name=h, address=h))

@@ -17,10 +17,10 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.errors import DoctorError, FactError, Refused, validation_line
 from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE, capture_support, hook_in_sources
 from dflash_doctor.facts.environment import catalog_environ
-from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV, parse_nvidia_smi
+from dflash_doctor.facts.gpus import parse_nvidia_smi
 from dflash_doctor.facts.launch import (
     SGLANG_FIELDS,
     parse_argv,
@@ -64,6 +64,8 @@ _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
+# How much of a runtime-kept log (`docker logs`, `kubectl logs`) is read: its last lines.
+RUNTIME_LOG_TAIL_LINES = 200_000
 
 
 def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
@@ -333,6 +335,17 @@ class Gatherer:
         path = self.log_path()
         if self.spec.offline:
             return Fact[LogFacts].missing(f"{self.host}: offline: no running server, no log")
+        if path is None and not self.spec.recorded and self.pid is not None:
+            # A container's server logs to a pipe: its runtime (docker, kubelet) keeps it.
+            where = f"{self.t.kind} logs"
+            try:
+                chunks = self.t.runtime_log(tail_lines=RUNTIME_LOG_TAIL_LINES)
+            except Refused:
+                pass
+            except DoctorError as e:
+                return Fact[LogFacts].missing(f"{self.host}: {where}: {e}", source=where)
+            else:
+                return _attempt(self.host, where, lambda: scan_log(chunks, where))
         if path is None:
             return Fact[LogFacts].missing(
                 f"{self.host}: server log not found (give its path with --log or log_path)"
@@ -465,11 +478,8 @@ class Gatherer:
         return _attempt(self.host, "nvidia-smi", self._run_nvidia_smi)
 
     def _run_nvidia_smi(self) -> list[Gpu]:
-        res = self.t.run(NVIDIA_SMI_ARGV, timeout=20)
-        if not res.ok:
-            first = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-            raise FactError(f"nvidia-smi failed: {first[0] if first else res.returncode}")
-        return parse_nvidia_smi(res.stdout)
+        # The transport knows where the GPUs are asked (a container's: its engine host).
+        return parse_nvidia_smi(self.t.gpu_table())
 
     def capture_hook(
         self, target: TargetConfig | None, version: Fact[str], launch: LaunchArgs | None

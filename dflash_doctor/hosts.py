@@ -26,6 +26,14 @@ class HostSpec(BaseModel):
     identity_file: str | None = Field(default=None, description="SSH private key")
     proxy_jump: str | None = Field(default=None, description="SSH jump host(s), as ProxyJump")
     sudo: bool = Field(default=False, description="use sudo for what `fix --apply` changes")
+    container: str | None = Field(
+        default=None,
+        description="Docker container (name or id) on the host, or the container in `pod`",
+    )
+    pod: str | None = Field(default=None, description="Kubernetes pod of the server")
+    namespace: str | None = Field(default=None, description="Kubernetes namespace of `pod`")
+    kubeconfig: str | None = Field(default=None, description="kubeconfig file for `pod`")
+    kube_context: str | None = Field(default=None, description="kubeconfig context for `pod`")
     root: str = "/"
     pid: int | None = Field(default=None, description="PID of the SGLang server process")
     launch_file: str | None = Field(

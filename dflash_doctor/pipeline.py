@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 
 
 def open_transport(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
+    if not spec.offline and (spec.pod is not None or spec.container is not None):
+        from dflash_doctor.transport.containers import open_container
+
+        return open_container(spec, _open_machine(spec, ssh))
+    return _open_machine(spec, ssh)
+
+
+def _open_machine(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
+    """The machine itself (local or SSH): a container's engine or kubectl runs there."""
     if spec.address is None or spec.offline:
         # Offline means no host: the launch and model files are this machine's.
         return LocalTransport(spec.name)

@@ -57,6 +57,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.transport.prefetch import LIMITS
 
     live = not spec.recorded
+    docker = spec.container is not None and spec.pod is None
     return {
         "root": spec.root,
         "recorded": spec.recorded,
@@ -83,7 +84,8 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
             "min_bytes": gather.REMOTE_FILTER_MIN_BYTES,
             "timeout": 600,
         },
-        "nvidia_smi": list(NVIDIA_SMI_ARGV) if live else None,
+        # A Docker container's GPUs are its engine host's (DockerTransport.gpu_table).
+        "nvidia_smi": list(NVIDIA_SMI_ARGV) if live and not docker else None,
         "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
         "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
         "limits": dict(LIMITS),

@@ -1,0 +1,35 @@
+"""Opening a container host (Docker or Kubernetes) over the machine its tools run on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dflash_doctor.errors import DoctorError
+from dflash_doctor.transport.base import Transport
+
+if TYPE_CHECKING:
+    from dflash_doctor.hosts import HostSpec
+
+
+def open_container(spec: HostSpec, outer: Transport) -> Transport:
+    """`spec`'s pod (kubectl) or container (docker) on `outer`'s machine; `outer` is closed
+    when the container cannot be opened."""
+    try:
+        if spec.pod is not None:
+            from dflash_doctor.transport.kubernetes import KubernetesTransport, KubeTarget
+
+            target = KubeTarget(
+                namespace=spec.namespace or "default",
+                pod=spec.pod,
+                container=spec.container,
+                kubeconfig=spec.kubeconfig,
+                context=spec.kube_context,
+            )
+            return KubernetesTransport(spec.name, outer, target)
+        from dflash_doctor.transport.docker import DockerTransport
+
+        assert spec.container is not None
+        return DockerTransport(spec.name, outer, spec.container)
+    except DoctorError:
+        outer.close()
+        raise

@@ -1,0 +1,192 @@
+"""Docker hosts against a real dockerd: the stand-in SGLang in a container, its models at paths
+that exist only in the container (fixtures/containers/docker_host.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash_doctor.container_targets import parse_container_target
+from dflash_doctor.errors import FileMissing, HostUnreachable, Refused, TransportError, UsageError
+from dflash_doctor.transport.docker import (
+    DockerTransport,
+    _Exec,
+    check_container_name,
+    container_of_cgroup,
+    container_of_process,
+    find_sglang_containers,
+    parse_inspect,
+)
+from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.rooted import RootedFiles
+from fixtures.containers import docker_host
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
+    )
+
+
+def test_check_reads_the_server_where_the_container_sees_it(sglang_container) -> None:  # type: ignore[no-untyped-def]
+    p = doctor("check", f"docker://{sglang_container['name']}", "--format", "json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "hf_containersecret" not in p.stdout + p.stderr
+    (host,) = json.loads(p.stdout)["hosts"]
+    assert host["error"] is None
+    facts = host["facts"]
+    # The server is the container's pid 1, its models at container-only paths.
+    assert facts["launch"]["source"] == "/proc/1/cmdline"
+    assert facts["drafter"]["source"] == f"{docker_host.DRAFTER}/config.json"
+    assert facts["target"]["source"] == f"{docker_host.TARGET}/config.json"
+    assert not Path(docker_host.DRAFTER).exists()  # not this machine's files
+    # The log is the one Docker keeps (the server's stdout is a pipe).
+    assert facts["log"]["source"] == "docker logs"
+    assert facts["log"]["value"]["draft_window_size"] is None
+    assert "draft_window_size=None" in facts["log"]["value"]["dflash_init"]["text"]
+    results = {r["check_id"]: r["status"] for r in host["results"]}
+    assert results["DFD103"] == "failed"
+
+
+def test_exec_and_rooted_reads_agree(sglang_container) -> None:  # type: ignore[no-untyped-def]
+    """The two ways into the container (root here through /proc/PID/root, or `docker exec`
+    as its user) give the same answers and the same typed errors."""
+    with DockerTransport("c", LocalTransport(), str(sglang_container["name"])) as t:
+        assert isinstance(t.files, RootedFiles)
+        exec_files = _Exec(t)
+        cfg = f"{docker_host.DRAFTER}/config.json"
+        for files in (t.files, exec_files):
+            assert files.read_file(cfg, max_bytes=1 << 20) == t.read_file(cfg, max_bytes=1 << 20)
+            assert files.file_size(cfg) == len(t.read_file(cfg, max_bytes=1 << 20))
+            assert files.file_mode(cfg) == 0o644
+            assert "Kimi-K2.6-DFlash" in files.list_dir("/models")
+            assert files.readlink("/bin") == "usr/bin"
+            assert b"".join(files.stream_file(cfg)) == t.read_file(cfg, max_bytes=1 << 20)
+            with pytest.raises(FileMissing):
+                files.read_file("/models/none.json", max_bytes=100)
+            with pytest.raises(TransportError, match="larger than 10 bytes"):
+                files.read_file(cfg, max_bytes=10)
+            with pytest.raises(TransportError, match="not a regular file"):
+                files.read_file("/models", max_bytes=100)
+        assert t.real_path("/bin/sh").startswith("/usr/")
+        with pytest.raises(Refused):
+            t.write_file("/tmp/x", b"")
+        # The server is found in the container's own process table.
+        assert 1 in t.process_ids()
+
+
+def test_links_planted_in_the_container_stay_in_it(sglang_container, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A link to an absolute path (or `..` above /) in the container means the container's
+    file, never this machine's, though the doctor reads as root through /proc/PID/root."""
+    secret = tmp_path / "host-only-secret"
+    secret.write_text("host secret\n")
+    name = str(sglang_container["name"])
+    subprocess.run(
+        [
+            "docker",
+            "exec",
+            name,
+            "sh",
+            "-c",
+            'ln -s "$1" /tmp/evil && ln -s ../../../.. /tmp/up',
+            "sh",
+            str(secret),
+        ],
+        check=True,
+        timeout=60,
+    )
+    with DockerTransport("c", LocalTransport(), name) as t:
+        for files in (t.files, _Exec(t)):
+            with pytest.raises(FileMissing):
+                files.read_file("/tmp/evil", max_bytes=100)
+            with pytest.raises(FileMissing):
+                files.read_file(f"/tmp/up{secret}", max_bytes=100)
+            # ... while the container's own file through the same climb is read.
+            cfg = f"/tmp/up{docker_host.DRAFTER}/config.json"
+            assert files.read_file(cfg, max_bytes=1 << 20).startswith(b"{")
+
+
+def test_discovery_finds_the_sglang_container(sglang_container) -> None:  # type: ignore[no-untyped-def]
+    local = LocalTransport()
+    found = {c.name: c for c in find_sglang_containers(local)}
+    mine = found[str(sglang_container["name"])]
+    assert "sglang.launch_server" in mine.argv
+    with DockerTransport("c", local, str(sglang_container["name"])) as t:
+        assert container_of_process(local, t.info.pid) == t.info.id
+        assert "HF_TOKEN" in t.launch_env() and t.launch_env()["HF_TOKEN"] == "***"
+        assert t.launch_argv()[:3] == [
+            f"{docker_host.VENV}/bin/python3",
+            "-m",
+            "sglang.launch_server",
+        ]
+        log = b"".join(t.runtime_log(tail_lines=1000))
+        assert b"draft_window_size=None, compact_cache=False" in log
+        assert len(b"".join(t.runtime_log(tail_lines=1)).splitlines()) == 1
+
+
+def test_a_missing_or_stopped_container_is_one_line(docker_image: str) -> None:
+    with pytest.raises(HostUnreachable, match="no-such-container-dfd"):
+        DockerTransport("c", LocalTransport(), "no-such-container-dfd")
+    p = doctor("check", "docker://no-such-container-dfd")
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+
+
+# -- pure parts (no engine needed) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["-rm", "--privileged", "", "a b", "a/b", "x;y", "é"])
+def test_container_names_that_could_be_options_are_refused(name: str) -> None:
+    with pytest.raises(TransportError):
+        check_container_name(name)
+    if "/" not in name:  # docker://a/b is container b on SSH host a
+        with pytest.raises(UsageError):
+            parse_container_target(f"docker://{name}")
+
+
+def test_targets() -> None:
+    assert parse_container_target("docker://sglang") == {
+        "name": "docker://sglang",
+        "container": "sglang",
+    }
+    assert parse_container_target("docker://ubuntu@gpu1:2222/sglang-0") == {
+        "name": "docker://ubuntu@gpu1:2222/sglang-0",
+        "container": "sglang-0",
+        "address": "ubuntu@gpu1:2222",
+    }
+    with pytest.raises(UsageError):
+        parse_container_target("docker://-oProxyCommand=x/sglang")
+
+
+def test_cgroup_names_the_container() -> None:
+    cid = "a" * 64
+    assert container_of_cgroup(f"0::/system.slice/docker-{cid}.scope\n") == cid
+    assert container_of_cgroup(f"9:pids:/docker/{cid}\n") == cid
+    assert container_of_cgroup("0::/user.slice/user-1000.slice/session-2.scope\n") is None
+
+
+def test_inspect_parsing_is_bounded_and_typed() -> None:
+    with pytest.raises(TransportError, match="not JSON"):
+        parse_inspect(b"{", "c")
+    with pytest.raises(TransportError, match="one container"):
+        parse_inspect(b"[]", "c")
+    with pytest.raises(TransportError, match="Cmd"):
+        parse_inspect(b'[{"Config": {"Cmd": [1]}}]', "c")
+    info = parse_inspect(
+        b'[{"Id": "x", "Name": "/n", "State": {"Running": true, "Pid": 7},'
+        b' "Config": {"Entrypoint": ["python3"], "Cmd": ["-m", "sglang.launch_server"]}}]',
+        "n",
+    )
+    assert info.argv == ["python3", "-m", "sglang.launch_server"] and info.pid == 7
