@@ -101,16 +101,27 @@ def test_command_table_lists_every_command() -> None:
     assert in_table == set(_cli().commands)
 
 
-def test_command_reference_is_the_cli() -> None:
+def _cli_reference() -> Any:
     spec = importlib.util.spec_from_file_location(
         "gen_cli_reference", REPO / "scripts" / "gen_cli_reference.py"
     )
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
+    return gen
+
+
+def test_command_reference_is_the_cli() -> None:
+    """README holds the verbatim `--help` of every command (scripts/gen_cli_reference.py)."""
+    gen = _cli_reference()
     assert gen.readme_copy(README) == gen.reference(), (
         "README's command reference is stale: python3 scripts/gen_cli_reference.py --write"
     )
+
+
+def test_command_reference_covers_every_command() -> None:
+    paths = _cli_reference().command_paths()
+    assert paths[0] == [] and all([name] in paths for name in _cli().commands)
 
 
 def _keys(obj: dict[str, Any]) -> set[str]:
