@@ -31,6 +31,7 @@ from dflash_doctor.exit_codes import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
+from dflash_doctor.fleet.cli import report_app
 from dflash_doctor.render.text import clean
 
 # Start-up stays near `python -c pass` (bench/startup.py): what a command needs is imported
@@ -53,6 +54,8 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     help="Find, prove and fix DFlash speculative-decoding misconfigurations on SGLang hosts.",
 )
+# `report merge`: fleets through the tools operators already use (dflash_doctor/fleet/).
+app.add_typer(report_app, name="report")
 
 
 class Format(StrEnum):
@@ -890,9 +893,10 @@ def explain(check_id: Annotated[str, typer.Argument(help="a check id, e.g. DFD10
 
     from dflash_doctor.checks import CATALOG
     from dflash_doctor.checks.retired import RETIRED
+    from dflash_doctor.fleet.drift import FLEET_CHECKS
     from dflash_doctor.render.terminal import render_explain
 
-    found = CATALOG.get(check_id.upper())
+    found = CATALOG.get(check_id.upper()) or FLEET_CHECKS.get(check_id.upper())
     if found is None and check_id.upper() in RETIRED:
         Console().print(RETIRED[check_id.upper()], markup=False, highlight=False)
         return

@@ -6,6 +6,7 @@ that is not an object, keys of the wrong type. Each problem raises FactError wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -333,6 +334,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         max_position_embeddings=_int(obj, "max_position_embeddings"),
         context_length=context[0] if context else None,
         context_length_key=context[1] if context else None,
+        config_sha256=hashlib.sha256(data).hexdigest(),
     )
 
 

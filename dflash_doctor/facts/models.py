@@ -75,6 +75,9 @@ class DrafterConfig(BaseModel):
     # it came from; None when no key is set (SGLang then assumes 2048).
     context_length: int | None = None
     context_length_key: str | None = None
+    # sha256 of the config.json bytes as read: the drafter's revision where the host names
+    # none (a local directory, a copied snapshot); `report merge` compares it across hosts.
+    config_sha256: str | None = None
 
     @property
     def sliding_layers(self) -> list[int]:

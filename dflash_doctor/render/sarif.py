@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.checks import CATALOG
-from dflash_doctor.checks.base import Evidence, Finding, Severity
+from dflash_doctor.checks.base import Check, Evidence, Finding, Severity
 from dflash_doctor.report import Report, fingerprint
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -41,10 +42,11 @@ def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, An
     return location
 
 
-def render_sarif(report: Report, root: str = ".") -> str:
+def render_sarif(report: Report, root: str = ".", extra_rules: Iterable[Check] = ()) -> str:
+    """`extra_rules`: checks outside the per-host catalog (the fleet merge's DFD170)."""
     rules = []
     index = {}
-    for i, check in enumerate(CATALOG.values()):
+    for i, check in enumerate([*CATALOG.values(), *extra_rules]):
         index[check.id] = i
         rules.append(
             {
@@ -57,6 +59,18 @@ def render_sarif(report: Report, root: str = ".") -> str:
                 "properties": {"tags": ["dflash", "sglang"]},
             }
         )
+    # A merged report may hold ids of another dflash-doctor version: a bare rule each.
+    for host in report.hosts:
+        for finding in host.findings:
+            if finding.check_id not in index:
+                index[finding.check_id] = len(rules)
+                rules.append(
+                    {
+                        "id": finding.check_id,
+                        "shortDescription": {"text": f"{finding.check_id} (not in this catalog)"},
+                        "defaultConfiguration": {"level": LEVEL[finding.severity]},
+                    }
+                )
     results = []
     for host in report.hosts:
         fallback = host.facts.launch.source if host.facts is not None else None

@@ -1,0 +1,104 @@
+"""`dflash-doctor report ...`: commands over saved reports (registered in cli.py).
+
+Imports only typer at module level: cli.py imports this for `--help`, which must stay fast
+(tests/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dflash_doctor.defaults import Severity
+
+report_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    help="Work with saved JSON reports: merge a fleet's per-host reports into one.",
+)
+
+
+class MergeFormat(StrEnum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
+
+
+@report_app.callback()
+def _report() -> None:
+    """Work with saved JSON reports: merge a fleet's per-host reports into one."""
+
+
+@report_app.command("merge")
+def merge(
+    reports: Annotated[
+        list[Path],
+        typer.Argument(help="JSON reports of `check`/`gate --format json` (one per host)"),
+    ],
+    fmt: Annotated[
+        MergeFormat, typer.Option("--format", help="fleet report format")
+    ] = MergeFormat.text,
+    fail_on: Annotated[
+        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
+    ] = Severity.ERROR,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="write the --format report here (JSON for text)"),
+    ] = None,
+    name_from_file: Annotated[
+        bool,
+        typer.Option(
+            "--name-from-file",
+            help="name each single-host report's host after its file (HOST.json -> HOST)",
+        ),
+    ] = False,
+) -> None:
+    """Merge per-host JSON reports into one fleet report with a drift view (DFD170).
+
+    Exit codes as for `check`, over the merged hosts; 2 also when a file is not a readable
+    report (one line names it, the others are merged).
+    """
+    from rich.console import Console
+
+    from dflash_doctor.errors import UsageError
+    from dflash_doctor.fleet.merge import merge_reports
+    from dflash_doctor.fleet.render import (
+        render_fleet_junit,
+        render_fleet_sarif,
+        render_fleet_terminal,
+    )
+    from dflash_doctor.render.text import clean
+
+    err = Console(stderr=True)
+
+    def say(line: str) -> None:
+        err.print(clean(f"dflash-doctor: {line}"), markup=False, highlight=False, soft_wrap=True)
+
+    report = merge_reports(reports, fail_on, name_from_file=name_from_file, on_error=say)
+    json_text = report.model_dump_json(indent=2) + "\n"
+    machine = {
+        MergeFormat.text: None,
+        MergeFormat.json: json_text,
+        MergeFormat.sarif: render_fleet_sarif(report) if fmt is MergeFormat.sarif else None,
+        MergeFormat.junit: render_fleet_junit(report) if fmt is MergeFormat.junit else None,
+    }[fmt]
+    # Where the report goes: the rule of `check` and `gate` (cli._emit).
+    if output is not None:
+        try:
+            output.write_text(machine or json_text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
+    if machine is None:
+        render_fleet_terminal(report, Console())
+    elif output is None:
+        sys.stdout.write(machine)
+    else:
+        render_fleet_terminal(report, Console(stderr=True))
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,71 @@
+"""The fleet report's renderers: the per-host renderers of `check`/`gate`, plus drift."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dflash_doctor.fleet.drift import FLEET_CHECKS
+from dflash_doctor.fleet.merge import FleetReport
+from dflash_doctor.render.junit import render_junit
+from dflash_doctor.render.sarif import render_sarif
+from dflash_doctor.render.terminal import render_terminal
+from dflash_doctor.render.text import clean
+
+# A sha256 or a long path in a table cell: the start is what tells values apart.
+CELL = 24
+
+
+def _short(value: str) -> str:
+    return value if len(value) <= CELL else value[: CELL - 1] + "\u2026"
+
+
+def render_drift(report: FleetReport, console: Console) -> None:
+    table = Table(title="Fleet drift", title_justify="left", show_lines=False)
+    table.add_column("setting")
+    table.add_column("fleet value")
+    table.add_column("hosts that differ")
+    table.add_column("unknown")
+    drifted: set[str] = set()
+    for row in report.drift:
+        known = sum(len(h) for h in row.values.values())
+        if row.majority is not None:
+            fleet = f"{_short(row.majority)} ({len(row.values[row.majority])}/{known})"
+        else:
+            fleet = "split" if row.values else "-"
+        differ = "; ".join(
+            f"{', '.join(hosts)}: {_short(value)}"
+            for value, hosts in row.values.items()
+            if value != row.majority
+        )
+        drifted.update(row.differing)
+        style = "yellow" if row.differing else ""
+        table.add_row(
+            clean(row.label),
+            Text(clean(fleet)),
+            Text(clean(differ or "none"), style=style),
+            Text(clean(", ".join(row.unknown) or "-"), style="dim"),
+        )
+    console.print(table)
+    settings = sum(1 for r in report.drift if r.differing)
+    console.print(
+        Text(
+            f"drift: {settings} setting(s) differ on {len(drifted)} of "
+            f"{len(report.hosts)} host(s) ({len(report.sources)} report file(s))",
+            style="bold",
+        )
+    )
+
+
+def render_fleet_terminal(report: FleetReport, console: Console) -> None:
+    render_terminal(report, console)
+    render_drift(report, console)
+
+
+def render_fleet_sarif(report: FleetReport, root: str = ".") -> str:
+    return render_sarif(report, root, FLEET_CHECKS.values())
+
+
+def render_fleet_junit(report: FleetReport) -> str:
+    return render_junit(report)
