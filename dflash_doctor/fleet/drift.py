@@ -207,9 +207,7 @@ def _finding(row: SettingDrift, reading: Reading, known: int) -> Finding:
             f"host has {reading.value} (all values: {reading.value} on {mine}, {others})."
         )
         fix = f"bring {row.label} to the fleet's {row.majority}, or waive why this host differs"
-    return Finding(
-        check_id=DRIFT_ID,
-        severity=Severity.WARNING,
+    return FLEET_DRIFT.finding(
         title=title,
         message=message,
         evidence=[
