@@ -720,9 +720,11 @@ def fix(
     """Show the change to the launch definition as a diff; --apply carries it out safely."""
     from rich.console import Console
 
+    from dflash_doctor.fix.report import fix_exit_code
     from dflash_doctor.fix.session import fix_host
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
+    from dflash_doctor.render.fix import render_fix
 
     overrides: dict[str, object] = {
         "launch_file": launch,
@@ -761,11 +763,11 @@ def fix(
         if bench
         else None
     )
-    codes = [
-        fix_host(
+    reports = []
+    for s in specs:
+        report = fix_host(
             s,
             ssh,
-            console,
             apply=apply,
             roll_back=do_rollback,
             stamp=stamp,
@@ -773,9 +775,9 @@ def fix(
             bench=bench_options,
             bench_threshold=bench_threshold,
         )
-        for s in specs
-    ]
-    raise typer.Exit(max(codes))
+        render_fix(report, console)
+        reports.append(report)
+    raise typer.Exit(fix_exit_code(reports))
 
 
 @app.command("bench")

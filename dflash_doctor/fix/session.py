@@ -1,4 +1,5 @@
-"""One host's fix: gather, plan, show; apply or roll back when asked."""
+"""One host's fix: gather, plan; apply or roll back when asked. Prints nothing: it returns a
+FixReport (fix/report.py) that render/fix.py prints and the CLI turns into the exit code."""
 
 from __future__ import annotations
 
@@ -6,21 +7,16 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.syntax import Syntax
-from rich.text import Text
-
 from dflash_doctor.errors import DoctorError, FactError
-from dflash_doctor.exit_codes import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from dflash_doctor.facts.launch import parse_launch_file
-from dflash_doctor.fix.apply import apply_plan, describe_relaunch, rollback
+from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.edits import edit_argv, edit_inventory_launch
-from dflash_doctor.fix.plan import plan_fixes
+from dflash_doctor.fix.plan import FixPlan, plan_fixes
+from dflash_doctor.fix.report import BenchPair, FixReport, PlanView
 from dflash_doctor.gather import Gatherer, gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
-from dflash_doctor.render.text import clean
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.ssh import SSHOptions
@@ -32,7 +28,6 @@ if TYPE_CHECKING:
 def fix_host(
     spec: HostSpec,
     ssh: SSHOptions,
-    console: Console,
     *,
     apply: bool,
     roll_back: bool,
@@ -40,13 +35,12 @@ def fix_host(
     health_timeout: float,
     bench: BenchOptions | None = None,
     bench_threshold: float = 0.05,
-) -> int:
-    console.rule(Text(f"{spec.name}  fix", style="bold"), align="left")
+) -> FixReport:
     try:
         transport = open_transport(spec, ssh)
     except DoctorError as e:
-        console.print(Text(clean(f"unreachable: {e}"), style="bold red"))
-        return EXIT_UNREACHABLE
+        return FixReport(host=spec.name, outcome="unreachable", error=str(e))
+    view: PlanView | None = None
     try:
         facts = gather(spec, transport)
         source = spec.launch_file or (
@@ -67,10 +61,9 @@ def fix_host(
             )
         if roll_back:
             if source is None or source_launch is None:
-                console.print(Text("no launch file to roll back", style="red"))
-                return EXIT_USAGE
+                return FixReport(host=spec.name, outcome="no_rollback")
             out = rollback(spec, transport, source, facts, source_launch, health_timeout)
-            return _report(console, out.status, out.message, out.steps, out.log_tail)
+            return _outcome(spec.name, out)
         results = run_checks(facts)
         plan = plan_fixes(
             spec.name,
@@ -96,37 +89,13 @@ def fix_host(
             plan.new_text = edit_inventory_launch(plan.old_text, spec.name, plan.new_argv)
             writer = LocalTransport("local")
             write_spec = spec.model_copy(update={"offline": True, "root": "/"})
-        # Secrets are hidden in what is shown (context lines too), never in what is written.
-        diff = clean(redact_block(plan.diff()))
-        if diff:
-            console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-        elif plan.new_argv and plan.changes:
-            line, variables = shell_with_placeholders(redact_argv(plan.new_argv))
-            console.print(Text("no launch file to edit: start the server with", style="bold"))
-            console.print(clean(line), markup=False, highlight=False)
-            if variables:
-                console.print(
-                    Text(
-                        f"secrets are not shown: set {', '.join(variables)} to their values "
-                        "before you run it",
-                        style="yellow",
-                    )
-                )
-        else:
-            console.print(Text("nothing to change", style="green"))
-        for line in plan.manual:
-            console.print(Text(clean(f"not automated: {line}"), style="yellow"))
-        for note in plan.notes:
-            console.print(Text(clean(note), style="dim"))
+        view = _view(plan)
         if plan.changes:
-            console.print(
-                Text(
-                    clean(f"relaunch: {describe_relaunch(write_spec, plan.launch, source)}"),
-                    style="dim",
-                )
-            )
+            # after the view: a launch it cannot describe still shows the change, then the error
+            relaunch = describe_relaunch(write_spec, plan.launch, source)
+            view = view.model_copy(update={"relaunch": relaunch})
         if not apply:
-            return EXIT_OK
+            return FixReport(host=spec.name, outcome="planned", plan=view)
         step = None
         if bench is not None and plan.changes and not (spec.offline or spec.recorded):
             from dflash_doctor.fix.bench_step import BenchStep
@@ -141,25 +110,44 @@ def fix_host(
             health_timeout=health_timeout,
             bench=step,
         )
+        pair = None
         if step is not None and step.before_result is not None:
-            from dflash_doctor.render.bench import render_bench_pair
-
-            render_bench_pair(step.before_result, step.after_result, step.verdict, console)
-        return _report(console, out.status, out.message, out.steps, out.log_tail)
+            pair = BenchPair(
+                before=step.before_result, after=step.after_result, verdict=step.verdict
+            )
+        return _outcome(spec.name, out, view, pair)
     except (DoctorError, UnicodeDecodeError) as e:
-        console.print(Text(clean(f"error: {e}"), style="bold red"))
-        return EXIT_USAGE
+        return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
 
 
-def _report(console: Console, status: str, message: str, steps: list[str], tail: list[str]) -> int:
-    for step in steps:
-        console.print(Text(clean(f"  {redact_text(step)}"), style="dim"))
-    ok = status in ("unchanged", "written", "applied")
-    console.print(Text(clean(message), style="green" if ok else "bold red"))
-    if tail:
-        console.print(Text("last server log lines:", style="bold"))
-        for line in tail:
-            console.print(clean(redact_text(line)), markup=False, highlight=False)
-    return EXIT_OK if ok else EXIT_FIX_FAILED
+def _view(plan: FixPlan) -> PlanView:
+    """The plan as shown. Secrets are hidden in what is shown (the diff's context lines too),
+    never in what is written."""
+    diff = redact_block(plan.diff())
+    command: str | None = None
+    variables: list[str] = []
+    if not diff and plan.new_argv and plan.changes:
+        command, variables = shell_with_placeholders(redact_argv(plan.new_argv))
+    return PlanView(
+        diff=diff,
+        command=command,
+        secret_variables=variables,
+        manual=plan.manual,
+        notes=plan.notes,
+    )
+
+
+def _outcome(
+    host: str, out: Outcome, view: PlanView | None = None, bench: BenchPair | None = None
+) -> FixReport:
+    return FixReport(
+        host=host,
+        outcome=out.status,
+        plan=view,
+        bench=bench,
+        steps=[redact_text(step) for step in out.steps],
+        message=out.message,
+        log_tail=[redact_text(line) for line in out.log_tail],
+    )
