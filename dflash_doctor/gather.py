@@ -12,7 +12,7 @@ import os
 import posixpath
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -368,16 +368,15 @@ class Gatherer:
                     continue  # no usable Python there: try the next, then stream the file
         return scan_log(self.t.stream_file(host_path), path)
 
-    def _pythons(self) -> list[list[str]]:
-        """Interpreters that may run the stdlib log filter, each as a safe argv prefix."""
-        found = []
+    def _pythons(self) -> Iterator[list[str]]:
+        """Interpreters that may run the stdlib log filter, each as a safe argv prefix; the
+        next one is vetted only when the one before could not run it."""
         with contextlib.suppress(DoctorError):
             # A recorded tree's pid names no live process: our stdlib script then runs as
             # the doctor's own user, under a system Python that host_exec found safe.
-            found.append(self.exec.system_python(pid=None if self.spec.recorded else self.pid))
+            yield self.exec.system_python(pid=None if self.spec.recorded else self.pid)
         with contextlib.suppress(DoctorError):
-            found.append([*self.exec.prefix(self.launch_python, pid=self.pid), "-I"])
-        return found
+            yield [*self.exec.prefix(self.launch_python, pid=self.pid), "-I"]
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:
         if self.spec.sglang_version:

@@ -17,29 +17,26 @@ it may be writable by anyone else (sticky directories such as /tmp excepted). Im
 entries pass the same test when the process's owner is not the one running them. No host string
 becomes a shell word or an option: argv is passed as a list, `env -i` gets only `NAME=value`
 words and the interpreter is an absolute path (it cannot start with `-`).
+
+The rules themselves live in `host_exec_rules.py` (stdlib, shipped): the bundle that gathers a
+remote host in one execution applies them there, asking the same questions, so its recorded
+answers are what this module's questions get.
 """
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from dflash_doctor import host_exec_rules as rules
 from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
-# Interpreters that are the host's own (the health wait and log filter need no SGLang).
-SYSTEM_PYTHONS = ("python3", "/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
-CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Environment names the doctor may pass on; values are the server's own (or none).
-PASSED_ENV = ("PYTHONPATH", "VIRTUAL_ENV", "HOME")
-MAX_PATH_CHARS = 4096
-# A bare interpreter name (`python3`, `python3.11`): looked up on the host's PATH.
-BARE_PYTHON = re.compile(r"python[0-9.]{0,8}")
-MAX_IMPORT_ENTRIES = 32
+SYSTEM_PYTHONS = rules.SYSTEM_PYTHONS
+CLEAN_PATH = rules.CLEAN_PATH
+PASSED_ENV = rules.PASSED_ENV
 
 
 @dataclass(frozen=True)
@@ -57,27 +54,29 @@ def process_pid(launch: LaunchArgs | None) -> int | None:
 
 
 def parse_status_ids(text: str) -> Owner:
-    """Uid and gid of a process from `/proc/PID/status`: the least privileged of each set.
+    """Uid and gid of a process from `/proc/PID/status` (host_exec_rules.parse_status_ids)."""
+    try:
+        return Owner(*rules.parse_status_ids(text))
+    except rules.Refused as e:
+        raise FactError(str(e)) from None
 
-    Real, effective, saved and filesystem ids can differ (setuid programs, dropped
-    privileges); the non-root one is what the process may be, so it is what we run as.
-    """
-    ids: dict[str, list[int]] = {}
-    for line in text.splitlines()[:256]:
-        key, _, rest = line.partition(":")
-        if key in ("Uid", "Gid"):
-            words = rest.split()[:4]
-            if not words or not all(w.isascii() and w.isdigit() and len(w) <= 10 for w in words):
-                raise FactError(f"/proc status {key} line is malformed")
-            ids[key] = [int(w) for w in words]
-    if "Uid" not in ids or "Gid" not in ids:
-        raise FactError("/proc status has no Uid or Gid line")
 
-    def least(values: list[int]) -> int:
-        nonroot = [v for v in values if v != 0]
-        return nonroot[0] if nonroot else 0
+class _Questions(rules.HostQuestions):
+    """The rules' questions, each one transport call."""
 
-    return Owner(least(ids["Uid"]), least(ids["Gid"]))
+    failures = (DoctorError,)
+
+    def __init__(self, transport: Transport, spec: HostSpec) -> None:
+        self.t = transport
+        self.spec = spec
+
+    def run(self, argv: list[str], timeout: float) -> tuple[int, bytes]:
+        res = self.t.run(argv, timeout=timeout)
+        return res.returncode, res.stdout
+
+    def status(self, pid: int) -> str:
+        data = self.t.read_file(self.spec.path(f"/proc/{pid}/status"), max_bytes=64 * 1024)
+        return data.decode("ascii", "replace")
 
 
 class HostExec:
@@ -86,76 +85,22 @@ class HostExec:
     def __init__(self, transport: Transport, spec: HostSpec) -> None:
         self.t = transport
         self.spec = spec
-        self._self_uid: int | None = None
-
-    # -- who ------------------------------------------------------------------------------
+        self.rules = rules.Rules(_Questions(transport, spec))
 
     def doctor_uid(self) -> int:
         """The uid the doctor's commands run as on the host."""
-        if self._self_uid is None:
-            res = self.t.run(["id", "-u"], timeout=10)
-            text = res.stdout.decode("ascii", "replace").strip()
-            if not res.ok or not (text.isascii() and text.isdigit() and len(text) <= 10):
-                raise FactError("cannot tell which user the doctor runs as (`id -u` failed)")
-            self._self_uid = int(text)
-        return self._self_uid
-
-    def owner(self, pid: int) -> Owner:
-        data = self.t.read_file(self.spec.path(f"/proc/{pid}/status"), max_bytes=64 * 1024)
-        return parse_status_ids(data.decode("ascii", "replace"))
+        try:
+            return self.rules.doctor_uid()
+        except rules.Refused as e:
+            raise FactError(str(e)) from None
 
     def which(self, name: str) -> str | None:
         """A bare `python3` as the host's PATH finds it (the name goes in as `$1`)."""
-        try:
-            res = self.t.run(["sh", "-c", 'command -v -- "$1"', "sh", name], timeout=10)
-        except DoctorError:
-            return None
-        found = res.stdout.decode("utf-8", "replace").strip()
-        return found if res.ok and found.startswith("/") and "\n" not in found else None
-
-    # -- what -----------------------------------------------------------------------------
-
-    def _resolve(self, path: str) -> str:
-        res = self.t.run(["readlink", "-f", "--", path], timeout=10)
-        real = res.stdout.decode("utf-8", "replace").strip()
-        if not res.ok or not real.startswith("/") or "\n" in real:
-            raise FactError(f"{path} does not exist")
-        return real
-
-    def _stat(self, paths: list[str]) -> list[tuple[int, int, str]]:
-        res = self.t.run(["stat", "-L", "-c", "%u %a %F", "--", *paths], timeout=10)
-        lines = res.stdout.decode("utf-8", "replace").splitlines()
-        if not res.ok or len(lines) != len(paths):
-            raise FactError(f"cannot stat {paths[-1] if paths else '?'}")
-        out = []
-        for line in lines:
-            uid, mode, kind = line.split(" ", 2)
-            out.append((int(uid), int(mode, 8), kind))
-        return out
+        return self.rules.which(name)
 
     def unsafe(self, path: str, allowed: set[int], *, want: str) -> str | None:
         """Why `path` (a `want`: regular file or directory) may not be trusted, or None."""
-        if not path.startswith("/") or len(path) > MAX_PATH_CHARS or "\n" in path:
-            return f"{path!r} is not an absolute path"
-        try:
-            real = self._resolve(path)
-            chain = [real, *_ancestors(real)]
-            chain += [p for p in _ancestors(path) if p not in chain]
-            stats = self._stat(chain)
-        except (DoctorError, ValueError) as e:
-            return str(e)
-        who = " or ".join("root" if u == 0 else f"uid {u}" for u in sorted(allowed))
-        for i, (p, (uid, mode, kind)) in enumerate(zip(chain, stats, strict=True)):
-            if i == 0 and kind != want:
-                return f"{real} is not a {want}"
-            if uid not in allowed:
-                return f"{p} is owned by uid {uid}, not {who}"
-            sticky_dir = kind == "directory" and mode & 0o1000
-            if mode & 0o022 and not (i > 0 and sticky_dir):
-                return f"{p} is writable by users other than its owner (mode {mode & 0o7777:o})"
-        return None
-
-    # -- how ------------------------------------------------------------------------------
+        return self.rules.unsafe(path, allowed, want)
 
     def prefix(
         self, python: str | None, *, pid: int | None, env: Mapping[str, str] | None = None
@@ -164,69 +109,14 @@ class HostExec:
 
         Raises FactError with the reason when it must not run at all.
         """
-        if python and BARE_PYTHON.fullmatch(python):
-            python = self.which(python)
-        if not python or not python.startswith("/"):
-            raise FactError(f"not run: the interpreter {python!r} is not an absolute path")
-        me = self.doctor_uid()
-        if pid is not None:
-            owner = self.owner(pid)
-            if me not in (0, owner.uid):
-                raise FactError(
-                    f"not run: process {pid} belongs to uid {owner.uid}, and the doctor "
-                    f"(uid {me}) can neither run as that user nor trust its interpreter"
-                )
-            runner = owner.uid
-        else:
-            owner = None
-            runner = me
-        allowed = {0, runner}
-        why = self.unsafe(python, allowed, want="regular file")
-        if why is not None:
-            raise FactError(f"not run: interpreter {why}")
-        words = [CLEAN_PATH]
-        for key in PASSED_ENV:
-            value = (env or {}).get(key)
-            if value is None or "\0" in value:
-                continue
-            if key == "PYTHONPATH" and owner is None:
-                # No owner runs it: only entries nobody else can change are kept.
-                value = ":".join(
-                    e
-                    for e in value.split(":")[:MAX_IMPORT_ENTRIES]
-                    if e and self.unsafe(e, allowed, want="directory") is None
-                )
-                if not value:
-                    continue
-            words.append(f"{key}={value}")
-        argv = ["env", "-i", *words, python]
-        if owner is not None and me == 0 and owner.uid != 0:
-            argv = [
-                "setpriv",
-                f"--reuid={owner.uid}",
-                f"--regid={owner.gid}",
-                "--clear-groups",
-                "--",
-                *argv,
-            ]
-        return argv
+        try:
+            return self.rules.prefix(python, pid, env)
+        except rules.Refused as e:
+            raise FactError(str(e)) from None
 
     def system_python(self, *, pid: int | None = None) -> list[str]:
         """The host's own Python (for our stdlib-only scripts), isolated from the environment."""
-        reasons = []
-        for candidate in SYSTEM_PYTHONS:
-            try:
-                return [*self.prefix(candidate, pid=pid), "-I"]
-            except FactError as e:
-                reasons.append(str(e))
-        raise FactError(f"no usable system Python ({'; '.join(reasons[:1])})")
-
-
-def _ancestors(path: str) -> list[str]:
-    out = []
-    p = posixpath.dirname(path.rstrip("/") or "/")
-    while True:
-        out.append(p)
-        if p == "/":
-            return out
-        p = posixpath.dirname(p)
+        try:
+            return self.rules.system_python(pid)
+        except rules.Refused as e:
+            raise FactError(str(e)) from None

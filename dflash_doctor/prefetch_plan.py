@@ -21,8 +21,6 @@ from dflash_doctor.transport.base import Transport
 # speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
 # their argparse abbreviations.
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
-# The SGLang entry points a server's argv names (facts/launch.py `sglang_args_start`).
-LAUNCHER_SUFFIXES = ("launch_server", "launch_server.py")
 # Values of these environment names leave the host besides gather.ENV_KEYS and the
 # catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
 # (redact.py), so that a check reading one more of them still sees it.
@@ -30,6 +28,12 @@ ENV_VALUE_PREFIXES = ("SGLANG_",)
 # Files of the installed sglang package that gathering reads beside its dist-info.
 SITE_FILES = ("sglang/srt/models/dflash.py",)
 LOG_FILTER_SCRIPT = "facts/log_filter.py"
+# Shipped beside the bundle: host_exec's rules (which interpreter may run, as whom) and the
+# server address and request of the HTTP client, so the bundle asks what gathering asks.
+BUNDLE_MODULES = {
+    "host_exec_rules": "host_exec_rules.py",
+    "server_address": "facts/server_address.py",
+}
 # Commands a live host is asked during gathering whatever it runs: answered from the bundle
 # (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
 LIVE_COMMANDS = (("id", "-u"),)
@@ -51,6 +55,9 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+    from dflash_doctor.facts.launch import _LAUNCHERS
+    from dflash_doctor.facts.runtime import HTTP_CLIENT_HEAD
+    from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.shipped import script_source
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
@@ -63,7 +70,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "recorded": spec.recorded,
         "pid": spec.pid,
         "pgrep": ["pgrep", "-f", "sglang"] if live and spec.pid is None else None,
-        "launchers": list(LAUNCHER_SUFFIXES),
+        "launchers": list(_LAUNCHERS),
         "model_flags": list(MODEL_FLAGS),
         "models": [m for m in (spec.drafter_path, spec.target_path) if m],
         "hf_home": spec.hf_home,
@@ -89,6 +96,25 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
         "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
         "limits": dict(LIMITS),
+        "modules": {name: script_source(path) for name, path in BUNDLE_MODULES.items()},
+        # Vet the system python3 for the log filter when the log is filtered here.
+        "log_filter_python": True,
+        # gather.native: SGLang's own parse of the launch, with the server's Python.
+        "native": {
+            "source": script_source("facts/sglang_args.py"),
+            "env_keys": list(gather.ENV_KEYS),
+        }
+        if live
+        else None,
+        # facts/runtime.read_runtime: what the live server answers over HTTP.
+        "server_http": {
+            "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],
+            "ops": RUNTIME_OPS,
+            "timeout": RUNTIME_TIMEOUT_S,
+            "health_url": spec.health_url,
+        }
+        if live
+        else None,
     }
 
 

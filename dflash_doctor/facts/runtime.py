@@ -14,45 +14,25 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, MetricSample, ServerRuntime
+from dflash_doctor.facts.server_address import (
+    RUNTIME_OPS,
+    RUNTIME_TIMEOUT_S,
+    http_request,
+    http_timeout,
+)
+from dflash_doctor.facts.server_address import server_address as argv_address
 from dflash_doctor.redact import redact_argv, redact_text
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
-DEFAULT_PORT = 30000  # ServerArgs.port default in every release 0.5.11..0.5.23
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
-# Where the server listens: a wildcard bind is reached on loopback.
-_WILDCARD = {"0.0.0.0", "::", "", "[::]"}
+# How the shipped client starts on the host: the first python3 on the login PATH, with -c.
+HTTP_CLIENT_HEAD = ("python3", "-c")
 
 
 def server_address(launch: LaunchArgs | None, health_url: str | None = None) -> tuple[str, int]:
-    """(host, port) to reach the server from its own machine."""
-    host, port = "127.0.0.1", DEFAULT_PORT
-    if health_url:
-        tail = health_url.split("//", 1)[-1].split("/", 1)[0]
-        if ":" in tail and tail.rsplit(":", 1)[1].isdigit():
-            port = int(tail.rsplit(":", 1)[1])
-    argv = launch.argv if launch is not None else []
-    for i, arg in enumerate(argv):
-        value = None
-        for flag in ("--port", "--host"):
-            if arg == flag and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif arg.startswith(flag + "="):
-                value = arg[len(flag) + 1 :]
-            if value is None:
-                continue
-            if flag == "--port" and value.isdigit() and 0 < int(value) < 65536:
-                port = int(value)
-            elif flag == "--host" and value not in _WILDCARD and _plain_host(value):
-                host = value
-            value = None
-            break
-    return host, port
-
-
-def _plain_host(value: str) -> bool:
-    # Host text never becomes anything but the host part of a URL the script builds.
-    return all(c.isalnum() or c in ".-:[]" for c in value) and len(value) < 256
+    """(host, port) to reach the server from its own machine (facts/server_address.py)."""
+    return argv_address(launch.argv if launch is not None else [], health_url)
 
 
 def ask_server(
@@ -62,12 +42,12 @@ def ask_server(
     ops: list[dict[str, Any]],
     *,
     timeout: float = 30.0,
-    python: str = "python3",
+    python: str = HTTP_CLIENT_HEAD[0],
 ) -> list[dict[str, Any]]:
     """Run the shipped HTTP client on the host; one answer per op (each may hold `error`)."""
-    request = {"host": address[0], "port": address[1], "pid": pid, "timeout": timeout, "ops": ops}
-    argv = [python, "-c", script_source("facts/server_http.py"), json.dumps(request)]
-    res = transport.run(argv, timeout=timeout * max(1, len(ops)) + 30)
+    request = http_request(address, pid, ops, timeout)
+    argv = [python, "-c", script_source("facts/server_http.py"), request]
+    res = transport.run(argv, timeout=http_timeout(ops, timeout))
     if not res.ok:
         lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
         raise FactError(f"HTTP client on the host failed: {lines[-1] if lines else res.returncode}")
@@ -156,8 +136,7 @@ def read_runtime(
     transport: Transport, launch: LaunchArgs | None, pid: int | None, health_url: str | None
 ) -> ServerRuntime:
     address = server_address(launch, health_url)
-    # A short timeout: this runs on every check of a live host.
     info, metrics = ask_server(
-        transport, address, pid, [{"op": "info"}, {"op": "metrics"}], timeout=10.0
+        transport, address, pid, list(RUNTIME_OPS), timeout=RUNTIME_TIMEOUT_S
     )
     return parse_runtime(info, metrics, f"http://{address[0]}:{address[1]}")

@@ -24,6 +24,7 @@ not look secret); a withheld value reads as a bare NAME with no `=`.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import json
 import os
 import posixpath
@@ -56,6 +57,20 @@ def _error(e: OSError) -> str | None:
     return None
 
 
+def load_modules(sources: dict[str, str]) -> dict[str, Any]:
+    """The shipped stdlib modules the config carries (host_exec_rules, server_address): the
+    doctor's own text, never a file of the host."""
+    import types
+
+    loaded = {}
+    for name, source in sources.items():
+        module = types.ModuleType(name)
+        sys.modules[name] = module  # dataclasses and the like look their module up
+        exec(compile(source, name + ".py", "exec"), module.__dict__)
+        loaded[name] = module
+    return loaded
+
+
 def _pack(data: bytes) -> str:
     return binascii.b2a_base64(zlib.compress(data, 6), newline=False).decode("ascii")
 
@@ -72,6 +87,8 @@ class Bundle:
         self.runs: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
         self.architectures: list[str] = []
+        self.modules = load_modules(cfg.get("modules") or {})
+        self._rules: Any = None
 
     # -- paths and budget -----------------------------------------------------------------
 
@@ -189,6 +206,10 @@ class Bundle:
         # and a missing command is worded as the transport would word it.
         import subprocess  # only a live host runs commands: a recorded tree starts faster
 
+        key = tuple(argv)
+        for done in self.runs:  # asked twice (host_exec's `id -u`): one answer
+            if tuple(done["argv"]) == key:
+                return done["rc"], done["raw"]
         shell = os.environ.get("SHELL") or "/bin/sh"
         command = argv
         bounded = self.cfg.get("bounded_script")
@@ -211,7 +232,9 @@ class Bundle:
         packed = (_pack(out), _pack(err))
         if not self._spend(len(packed[0]) + len(packed[1])):
             return None
-        self.runs.append({"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1]})
+        self.runs.append(
+            {"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1], "raw": out}
+        )
         return proc.returncode, out
 
     def stream(self, script: str, source: str, args: list[str], timeout: float) -> None:
@@ -412,20 +435,22 @@ class Bundle:
                             follow.append(line[len(prefix) :].split()[0].decode("ascii", "replace"))
             todo = follow
 
-    def log(self, path: str) -> None:
+    def log(self, path: str) -> bool:
+        """Read the log, or filter it here when large; True when filtered."""
         entry = self.stat(path)
         if entry is None or not stat.S_ISREG(entry["mode"]):
-            return
+            return False
         filt = self.cfg["log_filter"]
         if entry["size"] < filt["min_bytes"]:
             self.read(path, filt["min_bytes"])
-        else:
-            self.stream(filt["script"], filt["source"], [self.path(path)], filt["timeout"])
+            return False
+        self.stream(filt["script"], filt["source"], [self.path(path)], filt["timeout"])
+        return True
 
     def gather(self) -> None:
         cfg = self.cfg
         mine = self.own_pids() if not cfg.get("recorded") else set()
-        servers: list[int] = []
+        servers: list[tuple[int, list[str], int, dict[str, str]]] = []
         envs: list[dict[str, str]] = [{}]
         pythons: list[str] = []
         refs: list[str] = list(cfg.get("models", []))
@@ -437,12 +462,15 @@ class Bundle:
             if cmdline is None or b"sglang" not in cmdline:
                 continue
             argv = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0")]
+            if argv and argv[-1] == "":
+                argv.pop()  # as facts/launch.parse_cmdline reads it
             self.read(f"/proc/{pid}/status", self.limits["file"])
-            envs.append(self.environ(pid, self.limits["file"]))
+            env = self.environ(pid, self.limits["file"])
+            envs.append(env)
             start = self.launcher_index(argv)
             if start is None:
                 continue
-            servers.append(pid)
+            servers.append((pid, argv, start, env))
             for fd in (1, 2):
                 self.readlink(f"/proc/{pid}/fd/{fd}")
             pythons += [a for a in argv[: max(start - 1, 0)] if PYTHON.search(a)][:1]
@@ -465,30 +493,94 @@ class Bundle:
         log = cfg.get("log_path")
         if not log and servers:
             for fd in (1, 2):
-                target = self.links.get(self.path(f"/proc/{servers[0]}/fd/{fd}"))
+                target = self.links.get(self.path(f"/proc/{servers[0][0]}/fd/{fd}"))
                 if isinstance(target, str) and target.startswith("/") and target[:5] != "/dev/":
                     log = target
                     break
-        if log:
-            self.log(log)
+        streamed = self.log(log) if log else False
         if cfg.get("nvidia_smi"):
             self.run(cfg["nvidia_smi"], 20)
         for argv in cfg.get("commands", []):
             self.run(argv, 10)
         if cfg.get("gpu_capture"):
             self.read(cfg["gpu_capture"], self.limits["file"])
+        # One server, or the one the doctor names: what gather.find_server settles on.
+        server = servers[0] if len(servers) == 1 else None
+        if streamed and cfg.get("log_filter_python"):
+            self.ask_log_filter_python(None if cfg.get("recorded") else server)
+        if server is not None and not cfg.get("recorded"):
+            self.ask_server(*server)
+
+    # -- what gathering then asks the host's interpreters --------------------------------
+
+    def rules(self) -> Any:
+        """host_exec_rules over this host: the same questions, answered and recorded here."""
+        if self._rules is None:
+            rules = self.modules["host_exec_rules"]
+            bundle = self
+
+            class Questions(rules.HostQuestions):  # type: ignore[misc,name-defined]
+                def run(self, argv: list[str], timeout: float) -> tuple[int, bytes]:
+                    got = bundle.run(argv, timeout)
+                    if got is None:
+                        raise rules.Refused(f"{argv[0]}: no answer")
+                    return got
+
+                def status(self, pid: int) -> str:
+                    data = bundle.read(f"/proc/{pid}/status", bundle.limits["file"])
+                    if data is None:
+                        raise rules.Refused(f"/proc/{pid}/status: unreadable")
+                    return data.decode("ascii", "replace")
+
+            self._rules = rules.Rules(Questions())
+        return self._rules
+
+    def prefix(self, python: str | None, pid: int | None, env: dict[str, str] | None) -> Any:
+        """The argv that starts `python` as host_exec would, or None where it must not run."""
+        rules = self.modules["host_exec_rules"]
+        try:
+            return self.rules().prefix(python, pid, env)
+        except (rules.Refused, ValueError, OSError):
+            return None
+
+    def ask_log_filter_python(self, server: Any) -> None:
+        """The system Python gather would vet for the shipped log filter (its questions)."""
+        rules = self.modules["host_exec_rules"]
+        with contextlib.suppress(rules.Refused, ValueError, OSError):
+            self.rules().system_python(server[0] if server else None)
+
+    def ask_server(self, pid: int, argv: list[str], start: int, env: dict[str, str]) -> None:
+        """SGLang's own parse of the launch (the server's Python, as its owner, only where
+        host_exec's rules allow it) and the live server's HTTP answers: as gather asks them."""
+        cfg = self.cfg
+        native = cfg.get("native")
+        if native:
+            head = argv[: max(start - 1, 0)]
+            python = next((a for a in head if PYTHON.search(a)), None) or cfg.get("python")
+            passed = {k: env[k] for k in native["env_keys"] if k in env}
+            prefix = self.prefix(python, pid, passed)
+            if prefix is not None:
+                server_argv = argv[start:]
+                self.run([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
+        http = cfg.get("server_http")
+        if http:
+            where = self.modules["server_address"]
+            address = where.server_address(argv, http.get("health_url"))
+            request = where.http_request(address, pid, http["ops"], http["timeout"])
+            self.run([*http["head"], request], where.http_timeout(http["ops"], http["timeout"]))
 
     def answer(self, started: float) -> dict[str, Any]:
         files = {}
         for p, e in self.files.items():
             files[p] = {k: v for k, v in e.items() if k != "raw"}
+        runs = [{k: v for k, v in r.items() if k != "raw"} for r in self.runs]
         return {
             "version": VERSION,
             "python": sys.executable,
             "files": files,
             "dirs": self.dirs,
             "links": self.links,
-            "runs": self.runs,
+            "runs": runs,
             "streams": self.streams,
             "seconds": round(time.monotonic() - started, 4),
         }

@@ -110,13 +110,20 @@ class Answers:
     seconds: float = 0.0
 
     @classmethod
-    def parse(cls, raw: bytes) -> Answers:
+    def parse(cls, raw: bytes, scripts: dict[str, str] | None = None) -> Answers:
+        """Decode a bundle. `scripts`: the shipped scripts the config ran (name -> source);
+        the host's answer only names one of them, it never names a file to read here."""
         try:
             doc = json.loads(raw)
             if not isinstance(doc, dict) or doc.get("version") != BUNDLE_VERSION:
                 return cls(error="bundle: unexpected answer")
             runs = {tuple(r["argv"]): r for r in doc["runs"]}
-            streams = {("-c", script_source(s["script"]), *s["args"]): s for s in doc["streams"]}
+            known = scripts or {}
+            streams = {
+                ("-c", known[s["script"]], *s["args"]): s
+                for s in doc["streams"]
+                if isinstance(s["script"], str) and s["script"] in known
+            }
             return cls(
                 files=dict(doc["files"]),
                 dirs=dict(doc["dirs"]),
@@ -141,7 +148,9 @@ def fetch_answers(transport: Transport, config: dict[str, Any], timeout: float) 
         raise
     except TransportError as e:
         return Answers(error=str(e))
-    return Answers.parse(bytes(out))
+    filt = config.get("log_filter") or {}
+    scripts = {str(filt["script"]): str(filt["source"])} if "script" in filt else {}
+    return Answers.parse(bytes(out), scripts)
 
 
 class _Miss(Exception):

@@ -230,14 +230,14 @@ def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_optio
         assert getattr(remote, name) == getattr(local, name), name
     assert (remote.gpus.value, remote.gpus.error) == (plain_gpus.value, plain_gpus.error)
     assert remote.log.value is not None and remote.log.value.path == str(log)
-    # No SFTP; one remote command for the bundle, plus one per command the bundle does not
-    # run by design: the host's own SGLang parse (gather.native, the server's Python) and the
-    # live server's HTTP answers (facts/runtime.py), and host_exec's two questions about the
-    # server's interpreter before it may run (`readlink`, `stat`: who owns it, who may write
-    # it), each named among the misses.
+    # ONE remote command and no SFTP: the bundle also ran host_exec's questions about the
+    # server's interpreter (`id -u`, /proc status, `readlink`, `stat`), SGLang's own parse
+    # with that interpreter (gather.native) and the live server's HTTP answers
+    # (facts/runtime.py), each with the argv the gatherer then asked for.
     misses = list(getattr(gatherer.t, "misses", []))
-    assert "sftp" not in counted and counted["exec"] == 1 + len(misses), (counted, misses)
-    assert sorted(misses) == ["run env", "run python3", "run readlink", "run stat"], misses
+    assert counted == {"exec": 1} and misses == [], (counted, misses)
+    assert remote.launch.value is not None and remote.launch.value.parser == "sglang"
+    assert remote.runtime.value is not None, remote.runtime.error
 
 
 def test_a_large_log_is_filtered_inside_the_bundle(
@@ -260,12 +260,11 @@ def test_a_large_log_is_filtered_inside_the_bundle(
         gatherer.gather()
     finally:
         transport.close()
-    # The log filter ran in the same remote command as the bundle. Not yet in the bundle:
-    # host_exec's questions before any interpreter may run (which python3, who the doctor
-    # is, who owns and may write it), one remote command each, named among the misses.
+    # The log filter ran in the same remote command as the bundle, and so did host_exec's
+    # questions before the system python3 may run it (which python3, who the doctor is, who
+    # owns and may write it): one remote command, no SFTP.
     misses = list(getattr(gatherer.t, "misses", []))
-    assert "sftp" not in trips and trips["exec"] == 1 + len(misses), (dict(trips), misses)
-    assert sorted(misses) == ["run id", "run readlink", "run sh", "run stat"], misses
+    assert dict(trips) == {"exec": 1} and misses == [], (dict(trips), misses)
     remote = check_host(spec.model_copy(update={"address": sshd.address}), ssh=ssh_options)
     local = check_host(spec)
     assert remote.facts == local.facts and remote.results == local.results
@@ -289,3 +288,104 @@ def test_bundle_script_is_stdlib_python_3_8() -> None:
             imported.add((node.module or "").split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
     assert "subprocess" in imported and "dflash_doctor" not in imported
+
+
+def _run_bundle_here(config: dict[str, Any]) -> dict[str, Any]:
+    """The bundle as the SSH transport runs it, on this machine (its own python3 -I -S)."""
+    import json
+
+    from dflash_doctor.shipped import script_source
+
+    source = script_source(prefetch.BUNDLE_SCRIPT)
+    got = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", source, json.dumps(config)],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    answer: dict[str, Any] = json.loads(got.stdout)
+    return answer
+
+
+@pytest.mark.parametrize("owner", [65534, 0], ids=["nobody-owns-it", "root-owns-it"])
+def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
+    tmp_path: Path, owner: int
+) -> None:
+    """A process's argv names its interpreter: host text. The bundle runs it (SGLang's own
+    parse) only when host_exec's rules trust it, exactly as the doctor's own call would."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files away")
+    from dflash_doctor import host_exec_rules
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    bindir.chmod(0o755)
+    marker = tmp_path / "ran"
+    python = bindir / "python3"
+    # Runs as the "server" (a sleeper); writes the marker only when asked to run code.
+    python.write_text(f'#!/bin/sh\n[ "$1" = -c ] && {{ echo ran >> {marker}; exit; }}\nsleep 60\n')
+    python.chmod(0o755)
+    os.chown(python, owner, owner)
+    argv = [str(python), "-m", "sglang.launch_server", "--model-path", "/nope", "--port", "9"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while b"launch_server" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        config = bundle_config(HostSpec(name="h", pid=proc.pid))
+        config["server_http"] = None  # only the interpreter question here
+        answer = _run_bundle_here(config)
+    finally:
+        proc.kill()
+        proc.wait()
+    ran = [
+        r["argv"]
+        for r in answer["runs"]
+        if str(python) in r["argv"] and r["argv"][r["argv"].index(str(python)) :][1:2] == ["-c"]
+    ]
+    questions = [r["argv"] for r in answer["runs"]]
+    assert host_exec_rules.resolve_argv(str(python)) in questions  # it was vetted
+    if owner == 0:  # root's own file in root's directories: trusted, run as its owner
+        assert ran and ran[0][:3] == ["env", "-i", host_exec_rules.CLEAN_PATH]
+        assert marker.read_text() == "ran\n"
+    else:
+        assert ran == [] and not marker.exists()
+
+
+def test_host_answers_never_name_a_file_the_doctor_reads() -> None:
+    """A hostile host can print any bundle; a stream's `script` is only ever matched
+    against the scripts the doctor shipped, never opened as a path."""
+    import json
+
+    doc = {
+        "version": prefetch.BUNDLE_VERSION,
+        "files": {},
+        "dirs": {},
+        "links": {},
+        "runs": [],
+        "streams": [
+            {"script": "../../../../../etc/shadow", "args": [], "rc": 0, "out": "", "err": ""},
+            {"script": "facts/log_filter.py", "args": ["/x"], "rc": 0, "out": "", "err": ""},
+        ],
+    }
+    answers = prefetch.Answers.parse(json.dumps(doc).encode(), {"facts/log_filter.py": "SRC"})
+    assert answers.error is None
+    assert list(answers.streams) == [("-c", "SRC", "/x")]
+    assert prefetch.Answers.parse(json.dumps(doc).encode()).streams == {}
+
+
+@pytest.mark.parametrize("module", ["host_exec_rules.py", "facts/server_address.py"])
+def test_shipped_modules_are_stdlib_python_3_8(module: str) -> None:
+    import ast
+
+    from dflash_doctor.shipped import script_source
+
+    tree = ast.parse(script_source(module), feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
