@@ -22,7 +22,7 @@ from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE, capture_support, h
 from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import parse_nvidia_smi
 from dflash_doctor.facts.launch import (
-    SGLANG_FIELDS,
+    LAUNCH_FIELDS,
     parse_argv,
     parse_cmdline,
     parse_launch_file,
@@ -543,7 +543,7 @@ class Gatherer:
             update["sglang_rejects"] = str(answer["rejected"])
             return args.model_copy(update=update)
         values = answer.get("values") or {}
-        for key, field_name in SGLANG_FIELDS.items():  # the table the offline replay uses too
+        for key, field_name in LAUNCH_FIELDS.items():  # the table the offline replay uses too
             if key in values:
                 update[field_name] = values[key]
         if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):

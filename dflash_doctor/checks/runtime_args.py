@@ -5,28 +5,16 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence, running_server, runtime_evidence
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.facts.sglang_args import SGLANG_FIELDS, WINDOW_FLAGS
 
-# server_info key -> (LaunchArgs field, flag). Compared only where the file sets the flag:
-# an unset flag is resolved by SGLang's defaults and hooks, which the file cannot show.
-# The window is compared always: unset in the file means no window.
-COMPARED = (
-    ("context_length", "context_length", "--context-length"),
-    ("speculative_algorithm", "speculative_algorithm", "--speculative-algorithm"),
-    ("speculative_draft_model_path", "draft_model_path", "--speculative-draft-model-path"),
-    ("speculative_num_draft_tokens", "num_draft_tokens", "--speculative-num-draft-tokens"),
-    ("page_size", "page_size", "--page-size"),
-    ("attention_backend", "attention_backend", "--attention-backend"),
-    (
-        "speculative_draft_attention_backend",
-        "draft_attention_backend",
-        "--speculative-draft-attention-backend",
-    ),
-    ("max_running_requests", "max_running_requests", "--max-running-requests"),
-    ("mem_fraction_static", "mem_fraction_static", "--mem-fraction-static"),
-    ("tp_size", "tp_size", "--tp-size"),
-    ("kv_cache_dtype", "kv_cache_dtype", "--kv-cache-dtype"),
+# server_info key -> (LaunchArgs field, flag), the fields the table marks `compared`.
+# Compared only where the file sets the flag: an unset flag is resolved by SGLang's
+# defaults and hooks, which the file cannot show. The window is compared always: unset in
+# the file means no window.
+COMPARED = tuple(
+    (key, f.field, f.flag) for key, f in SGLANG_FIELDS.items() if f.compared and f.field
 )
-WINDOW_KEYS = ("speculative_draft_window_size", "speculative_dflash_draft_window_size")
+WINDOW_KEYS = tuple(key for key, f in SGLANG_FIELDS.items() if f.flag in WINDOW_FLAGS)
 
 
 def _same(file_value: object, running: object) -> bool:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
+from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
 from dflash_doctor.facts.sglang_options import human_readable_int
 from dflash_doctor.facts.shell import (
     Command,
@@ -408,37 +409,9 @@ def parse_launch_file(
 
 
 # SGLang's namespace names -> LaunchArgs fields, for the host's own parser (gather.native)
-# and the offline replay alike.
-SGLANG_FIELDS = {
-    "model_path": "model_path",
-    "speculative_algorithm": "speculative_algorithm",
-    "speculative_draft_model_path": "draft_model_path",
-    "speculative_num_draft_tokens": "num_draft_tokens",
-    "speculative_dflash_block_size": "dflash_block_size",
-    "attention_backend": "attention_backend",
-    "speculative_draft_attention_backend": "draft_attention_backend",
-    "page_size": "page_size",
-    "context_length": "context_length",
-    "mem_fraction_static": "mem_fraction_static",
-    "cuda_graph_max_bs": "cuda_graph_max_bs",
-    "max_running_requests": "max_running_requests",
-    "tp_size": "tp_size",
-    # --tp-size's dest in the older releases (srt/server_args.py:4663 in 0.5.11)
-    "tensor_parallel_size": "tp_size",
-    "kv_cache_dtype": "kv_cache_dtype",
-    # Topology and backends (checks/topology.py, hardware.py). Older releases keep
-    # --pp-size / --dp-size in pipeline_parallel_size / data_parallel_size (0.5.11
-    # server_args.py:4685, 5117); --attn-dp-size from 0.5.22 (fields/parallel.py:81).
-    "pp_size": "pp_size",
-    "pipeline_parallel_size": "pp_size",
-    "dp_size": "dp_size",
-    "data_parallel_size": "dp_size",
-    "attn_dp_size": "attn_dp_size",
-    "enable_dp_attention": "enable_dp_attention",
-    "enable_dp_lm_head": "enable_dp_lm_head",
-    "prefill_attention_backend": "prefill_attention_backend",
-    "decode_attention_backend": "decode_attention_backend",
-    "quantization": "quantization",
+# and the offline replay alike: derived from the one table of SGLang's fields.
+LAUNCH_FIELDS: dict[str, str] = {
+    key: f.field for key, f in SGLANG_FIELDS.items() if f.field is not None
 }
 
 
@@ -512,7 +485,7 @@ def replay_launch(
             update["sglang_rejects"] = r.error_line
         return args.model_copy(update=update)
     values = r.values
-    for key, name in SGLANG_FIELDS.items():
+    for key, name in LAUNCH_FIELDS.items():
         if values.get(key) is not None:
             update[name] = values[key]
     if values.get("cuda_graph_max_bs") is None and values.get("cuda_graph_max_bs_decode"):

@@ -45,6 +45,7 @@ from dflash_doctor.facts.models import (
     LogFacts,
     LogLine,
 )
+from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
 from dflash_doctor.redact import redact_text
 
 MAX_SERIES = 256
@@ -70,25 +71,8 @@ STARTUP_PATTERNS = frozenset({*_FALLBACKS, "slow_max_running_48"})
 EVENT_KINDS = frozenset({"reject", "slow"})
 EVENT_FACTS = frozenset({"draft_max_position_override"})
 
-SERVER_ARGS_KEYS = frozenset(
-    {
-        "model_path",
-        "speculative_algorithm",
-        "speculative_draft_model_path",
-        "speculative_num_draft_tokens",
-        "speculative_draft_window_size",
-        "speculative_dflash_draft_window_size",
-        "speculative_dflash_block_size",
-        "attention_backend",
-        "speculative_draft_attention_backend",
-        "page_size",
-        "context_length",
-        "tp_size",
-        "kv_cache_dtype",
-        "max_running_requests",
-        "mem_fraction_static",
-    }
-)
+# The server_args fields kept from the log's dump (the table marks them `logged`).
+SERVER_ARGS_KEYS = frozenset(key for key, f in SGLANG_FIELDS.items() if f.logged)
 
 
 def _unquote(value: str) -> str:

@@ -13,37 +13,90 @@ import contextlib
 import io
 import json
 import sys
+from typing import NamedTuple
 
-KEYS = (
-    "model_path",
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_draft_tokens",
-    "speculative_dflash_block_size",
-    "speculative_draft_window_size",
-    "speculative_dflash_draft_window_size",
-    "attention_backend",
-    "speculative_draft_attention_backend",
-    "page_size",
-    "context_length",
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "tp_size",
-    "tensor_parallel_size",  # --tp-size's dest in the older releases
-    "cuda_graph_max_bs_decode",  # --cuda-graph-max-bs's dest from 0.5.14
-    "kv_cache_dtype",
-    "pp_size",
-    "pipeline_parallel_size",  # --pp-size's dest in the older releases
-    "dp_size",
-    "data_parallel_size",  # --dp-size's dest in the older releases
-    "attn_dp_size",
-    "enable_dp_attention",
-    "enable_dp_lm_head",
-    "prefill_attention_backend",
-    "decode_attention_backend",
-    "quantization",
-)
+
+class SGLangField(NamedTuple):
+    """One ServerArgs attribute dflash-doctor reads, by SGLang's namespace name."""
+
+    # The LaunchArgs field it fills; None where it is read apart (the window, the decode
+    # batch size that stands in for --cuda-graph-max-bs).
+    field: str | None
+    # The option string that sets it.
+    flag: str
+    # Kept from the `server_args=` dump of the server log (facts/server_log.py).
+    logged: bool = False
+    # Compared with the running server's /server_info where the launch file sets it (DFD141).
+    compared: bool = False
+
+
+# The one table of SGLang's fields: the host's parser (this script), the offline replay
+# (facts/launch.py LAUNCH_FIELDS), the log's server_args (facts/server_log.py
+# SERVER_ARGS_KEYS) and DFD141's comparison (checks/runtime_args.py) all derive from it.
+# Several names fill one field where older releases used another dest: --tp-size's is
+# tensor_parallel_size in 0.5.11 (srt/server_args.py:4663); --pp-size / --dp-size keep
+# pipeline_parallel_size / data_parallel_size there (0.5.11 server_args.py:4685, 5117);
+# --attn-dp-size exists from 0.5.22 (arg_groups/fields/parallel.py:81).
+# Rows in the order DFD141 reports differences.
+SGLANG_FIELDS: dict[str, SGLangField] = {
+    "model_path": SGLangField("model_path", "--model-path", logged=True),
+    "context_length": SGLangField("context_length", "--context-length", logged=True, compared=True),
+    "speculative_algorithm": SGLangField(
+        "speculative_algorithm", "--speculative-algorithm", logged=True, compared=True
+    ),
+    "speculative_draft_model_path": SGLangField(
+        "draft_model_path", "--speculative-draft-model-path", logged=True, compared=True
+    ),
+    "speculative_num_draft_tokens": SGLangField(
+        "num_draft_tokens", "--speculative-num-draft-tokens", logged=True, compared=True
+    ),
+    "speculative_dflash_block_size": SGLangField(
+        "dflash_block_size", "--speculative-dflash-block-size", logged=True
+    ),
+    "speculative_draft_window_size": SGLangField(
+        None, "--speculative-draft-window-size", logged=True
+    ),
+    "speculative_dflash_draft_window_size": SGLangField(
+        None, "--speculative-dflash-draft-window-size", logged=True
+    ),
+    "page_size": SGLangField("page_size", "--page-size", logged=True, compared=True),
+    "attention_backend": SGLangField(
+        "attention_backend", "--attention-backend", logged=True, compared=True
+    ),
+    "speculative_draft_attention_backend": SGLangField(
+        "draft_attention_backend",
+        "--speculative-draft-attention-backend",
+        logged=True,
+        compared=True,
+    ),
+    "max_running_requests": SGLangField(
+        "max_running_requests", "--max-running-requests", logged=True, compared=True
+    ),
+    "mem_fraction_static": SGLangField(
+        "mem_fraction_static", "--mem-fraction-static", logged=True, compared=True
+    ),
+    "cuda_graph_max_bs": SGLangField("cuda_graph_max_bs", "--cuda-graph-max-bs"),
+    # --cuda-graph-max-bs's dest from 0.5.14
+    "cuda_graph_max_bs_decode": SGLangField(None, "--cuda-graph-max-bs"),
+    "tp_size": SGLangField("tp_size", "--tp-size", logged=True, compared=True),
+    "tensor_parallel_size": SGLangField("tp_size", "--tp-size"),
+    "kv_cache_dtype": SGLangField("kv_cache_dtype", "--kv-cache-dtype", logged=True, compared=True),
+    "pp_size": SGLangField("pp_size", "--pp-size"),
+    "pipeline_parallel_size": SGLangField("pp_size", "--pp-size"),
+    "dp_size": SGLangField("dp_size", "--dp-size"),
+    "data_parallel_size": SGLangField("dp_size", "--dp-size"),
+    "attn_dp_size": SGLangField("attn_dp_size", "--attn-dp-size"),
+    "enable_dp_attention": SGLangField("enable_dp_attention", "--enable-dp-attention"),
+    "enable_dp_lm_head": SGLangField("enable_dp_lm_head", "--enable-dp-lm-head"),
+    "prefill_attention_backend": SGLangField(
+        "prefill_attention_backend", "--prefill-attention-backend"
+    ),
+    "decode_attention_backend": SGLangField(
+        "decode_attention_backend", "--decode-attention-backend"
+    ),
+    "quantization": SGLangField("quantization", "--quantization"),
+}
+KEYS = tuple(SGLANG_FIELDS)
 WINDOW_FLAGS = ("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")
 
 
