@@ -42,11 +42,11 @@ def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
     0.5.14:1484-1491) and are read by DFlash's sampling verify
     (`srt/speculative/dflash_utils.py` 0.5.11:511-515, 0.5.23:941-943; greedy verify does
     not use them). `/set_internal_state` allows exactly these keys and
-    `pp_max_micro_batch_size` (`managers/scheduler.py` 0.5.11:3396-3433;
+    `pp_max_micro_batch_size` (`srt/managers/scheduler.py` 0.5.11:3396-3433;
     `managers/scheduler_components/internal_state.py` 0.5.23:146-199), changing the
-    schedulers' args, which `get_internal_state` reports (0.5.11 scheduler.py:3370-3394;
-    0.5.23 internal_state.py:45-66) while the top level of `/server_info` keeps the launch
-    values (the tokenizer's ServerArgs).
+    schedulers' args, which `get_internal_state` reports (`srt/managers/scheduler.py`
+    0.5.11:3370-3394; `scheduler_components/internal_state.py` 0.5.23:45-66) while the top
+    level of `/server_info` keeps the launch values (the tokenizer's ServerArgs).
     """
     runtime = running_server(facts)
     findings: list[Finding] = []

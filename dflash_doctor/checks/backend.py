@@ -45,10 +45,11 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     backend is unchanged. Needs a relaunch.
 
     **Versions.** Supported draft backends per release: `speculative/dflash_worker.py`
-    (0.5.11-0.5.16), `arg_groups/speculative_hook.py` (0.5.17-0.5.19),
-    `arg_groups/choices.py` DRAFT_ATTENTION_BACKEND_CHOICES (0.5.20-0.5.23). `trtllm_mha`
-    always falls back through 0.5.16 (`speculative_hook.py` 0.5.16:455-462); from 0.5.17
-    only for a drafter that is neither all sliding nor causal (0.5.17:464-494,
+    0.5.11:102 through 0.5.16, `arg_groups/speculative_hook.py` 0.5.17:443-450 through
+    0.5.19, DRAFT_ATTENTION_BACKEND_CHOICES from 0.5.20 (`arg_groups/choices.py`
+    0.5.20:107-115, 0.5.23:103-111). `trtllm_mha` always falls back through 0.5.16
+    (`arg_groups/speculative_hook.py` 0.5.16:455-462); from 0.5.17 only for a drafter that
+    is neither all sliding nor causal (`arg_groups/speculative_hook.py` 0.5.17:464-494,
     0.5.21:847-877, 0.5.23:945-978).
     """
     require_dflash(facts)

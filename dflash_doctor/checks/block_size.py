@@ -47,8 +47,9 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Safe: it is the block the drafter was trained on; CUDA-graph memory
     grows with the block by a few tokens per request.
 
-    **Versions.** Every release 0.5.11-0.5.23 (block layout: speculative/dflash_worker.py
-    0.5.11:572-573, dflash_worker_v2.py 0.5.23:2553-2554; mismatch warning 0.5.11:176,
+    **Versions.** Every release 0.5.11-0.5.23: the block layout (speculative/dflash_worker.py
+    0.5.11:572-573, speculative/dflash_worker_v2.py 0.5.23:2553-2554) and the mismatch
+    warning (speculative/dflash_worker.py 0.5.11:176, speculative/dflash_worker_v2.py
     0.5.23:519).
     """
     require_dflash(facts)

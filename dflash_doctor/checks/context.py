@@ -65,8 +65,12 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     longer than M, so it is the operator's call. The variable alone is never a fix; it
     only silences the refusal.
 
-    **Versions.** Every release 0.5.11-0.5.23 (the same `_derive_context_length` and
-    `get_context_length`).
+    **Versions.** Every release 0.5.11-0.5.23, by the same code: the draft gets the target's
+    context length (speculative/dflash_worker.py 0.5.11:139-141,
+    speculative/draft_worker_common.py 0.5.23:100), `_derive_context_length` refuses or,
+    with the variable, overrides (`srt/configs/model_config.py` 0.5.11:452-483,
+    0.5.23:1291-1331), and `get_context_length` reads the keys
+    (`utils/hf_transformers/common.py` 0.5.11:365, 0.5.23:677).
     """
     require_dflash(facts)
     cfg = drafter(facts)

@@ -38,7 +38,8 @@ def crash_signatures(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Workarounds are manual: they change the model pairing or topology.
 
     **Versions.** Each signature's version range and file:line per release are in the
-    data file (e.g. crash_draft_oom: srt/speculative/dflash_worker.py:622, 0.5.11-0.5.13).
+    data file (e.g. crash_draft_oom, 0.5.11-0.5.13: srt/speculative/dflash_worker.py
+    0.5.11:622).
     Adding a signature: one SPEC line, rerun the generator, one test. Skipped when no log
     was read.
     """

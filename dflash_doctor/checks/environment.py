@@ -60,8 +60,10 @@ def simulated_acceptance(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Safe: it changes nothing but the simulation; expect the measured
     accept length to differ from the faked one.
 
-    **Versions.** Honoured by DFLASH from 0.5.17 (error). 0.5.11-0.5.16 ignore it for
-    DFLASH (info: it takes effect on upgrade).
+    **Versions.** Honoured by DFLASH from 0.5.17 (error): speculative/dflash_worker_v2.py
+    0.5.17:1810, 0.5.23:2268 forces the accept length (speculative/dflash_utils.py
+    0.5.17:611). 0.5.11-0.5.16 define it (`srt/environ.py` 0.5.11:206) but no DFLASH file
+    reads it (info: it takes effect on upgrade).
     """
     require_dflash(facts)
     _environ_or_skip(facts)
@@ -130,8 +132,10 @@ def spec_v2_variable(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Removing it changes nothing on 0.5.14+; `--disable-overlap-schedule`
     restores the old behaviour at some throughput.
 
-    **Versions.** 0.5.11-0.5.13 read it (not for DFLASH, which has no overlap path there):
-    passes. 0.5.14-0.5.20: removed with a warning. 0.5.21-0.5.23: silently ignored.
+    **Versions.** 0.5.11-0.5.13 read it (`srt/environ.py` 0.5.11:459), not for DFLASH,
+    which has no overlap path there (speculative/spec_info.py 0.5.13:170-173): passes.
+    0.5.14-0.5.20: removed with a warning (`arg_groups/speculative_hook.py` 0.5.14:69-74,
+    0.5.20:108-113). 0.5.21-0.5.23: no file reads it, silently ignored.
     """
     require_dflash(facts)
     _environ_or_skip(facts)

@@ -128,9 +128,14 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Changing the backend changes kernels, not results; CUDA-graph and
     memory settings tuned for `trtllm_mha` may need a re-check.
 
-    **Versions.** Prefill on SM100 only: 0.5.11-0.5.18; SM90/SM100/SM120: 0.5.19-0.5.23.
-    Decode SM90/SM100/SM120: all. Page size forced to 64 from 16/32/64: 0.5.11-0.5.16;
-    from 16/32/64/128, draft backend included: 0.5.17-0.5.23.
+    **Versions.** Prefill on SM100 only: 0.5.11-0.5.18 (`srt/server_args.py`
+    0.5.11:2629-2632, 0.5.18:6016-6019); SM90/SM100/SM120: 0.5.19-0.5.23
+    (`arg_groups/attention_hook.py` 0.5.19:133-139, 0.5.23:200-206). Decode SM90/SM100/SM120
+    in every release (`srt/server_args.py` 0.5.11:2640-2645; `arg_groups/attention_hook.py`
+    0.5.23:222-227). Page size forced to 64 from 16/32/64: 0.5.11-0.5.16
+    (`srt/server_args.py` 0.5.11:2647-2651; `arg_groups/overrides.py` 0.5.16:1732-1741);
+    from 16/32/64/128, draft backend included: 0.5.17-0.5.23 (`arg_groups/overrides.py`
+    0.5.17:2081-2094, 0.5.23:1174-1187).
     """
     require_dflash(facts)
     prefill, decode, draft, page, evidence = _backends(facts)

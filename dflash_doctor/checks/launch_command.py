@@ -38,8 +38,8 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
 
     **Versions.** Every release 0.5.11-0.5.23; the option set per release is
     `dflash_doctor/data/sglang_options.json`, generated from each wheel's
-    `ServerArgs.add_cli_args` (`srt/server_args.py`, prog `sglang serve`: 0.5.11:7276,
-    0.5.23:679).
+    `ServerArgs.add_cli_args`, parsed as `sglang serve` parses it (`srt/server_args.py`
+    0.5.11:7276, 0.5.23:679).
     """
     launch = facts.launch.value
     assert launch is not None

@@ -55,7 +55,9 @@ def mask_token_outside_vocab(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Manual: it changes a model.
 
-    **Versions.** Every release 0.5.11-0.5.23.
+    **Versions.** Every release 0.5.11-0.5.23 refuses it at startup
+    (speculative/dflash_worker.py 0.5.11:513-518; speculative/dflash_worker_v2.py
+    0.5.23:1463-1468).
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -116,9 +118,13 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** An upgrade changes more than this; re-run the whole check after it.
 
-    **Versions.** Hook texts: 0.5.11-0.5.15.post1 and 0.5.16-0.5.23. Architectures: read
-    from the host's installed `sglang/srt/models` files when they can be read (a patched
-    build answers for itself), else from the per-release data; the verdict says which.
+    **Versions.** Hook texts: 0.5.11-0.5.15.post1 (`model_executor/model_runner.py`
+    0.5.11:825-829, 0.5.15.post1:1059) and 0.5.16-0.5.23
+    (`model_runner_components/attention_backend_setup.py` 0.5.16:62-63, 0.5.23:69-70).
+    Architectures: read from the host's installed `sglang/srt/models` files when they can be
+    read (a patched build answers for itself), else from the per-release data
+    (`dflash_doctor/data/dflash_capture.json`: e.g. `srt/models/kimi_k25.py` 0.5.13:847,
+    `srt/models/gemma4_causal.py` 0.5.14:1129); the verdict says which.
     """
     require_dflash(facts)
     target = facts.target.value

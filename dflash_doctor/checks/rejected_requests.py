@@ -36,9 +36,9 @@ def rejected_requests(facts: HostFacts) -> list[Finding]:
     finding never edits the launch.
 
     **Versions.** Texts and ranges come from data/log_patterns.json, generated from the
-    wheels: srt/managers/scheduler.py:306 (0.5.11), srt/speculative/dflash_utils.py:809
-    (0.5.14), :1110 (0.5.23); logged by srt/managers/schedule_batch.py
-    `set_finish_with_abort` (0.5.11:1318, 0.5.23:2228). Skipped when no log was read.
+    wheels: srt/managers/scheduler.py 0.5.11:306, srt/speculative/dflash_utils.py 0.5.14:809,
+    0.5.23:1110; logged by `set_finish_with_abort` (srt/managers/schedule_batch.py
+    0.5.11:1318, 0.5.23:2228). Skipped when no log was read.
     """
     require_dflash(facts)
     log = facts.log.value

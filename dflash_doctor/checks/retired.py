@@ -14,7 +14,7 @@ RETIRED: dict[str, str] = {
         "pool has one slot per target token whatever the window, speculative/"
         "dflash_worker.py 0.5.11:87-98) and an accuracy premise that holds only on "
         "0.5.11-0.5.13: from 0.5.14 srt/models/dflash.py serves sliding layers with their own "
-        "window (0.5.14:44-66), so no flag is the right setting there.\n\n"
+        "window (srt/models/dflash.py 0.5.14:44-66), so no flag is the right setting there.\n\n"
         "Replaced by: DFD103 (sliding layers served beyond their trained window, "
         "0.5.11-0.5.13), DFD102 (a window that truncates them), DFD130 (a window that clamps "
         "full_attention layers) and DFD131 (what the draft KV really costs)."

@@ -65,9 +65,10 @@ def acceptance_falling(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Nothing is changed by this finding; DFD103's fix is the change.
 
-    **Versions.** `Decode batch, ... accept len: {:.2f}, ...` in every release:
-    srt/observability/scheduler_metrics_mixin.py:522-565 (0.5.11),
-    srt/managers/scheduler_components/metrics_reporter.py:963-1042 (0.5.23).
+    **Versions.** `Decode batch, ... accept len: {:.2f}, ...` in every release
+    (srt/observability/scheduler_metrics_mixin.py 0.5.11:522-565,
+    srt/managers/scheduler_components/metrics_reporter.py 0.5.23:963-1042); the served
+    spans are DFD103's (`srt/models/dflash.py` 0.5.13:116-122, 0.5.14:44-66).
     """
     require_dflash(facts)
     cfg = drafter(facts)

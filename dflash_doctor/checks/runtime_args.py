@@ -56,10 +56,11 @@ def launch_file_not_what_runs(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Manual: the tool cannot know which side is intended.
 
-    **Versions.** `/server_info` and `/get_server_info` are served by 0.5.11..0.5.23
-    (`srt/entrypoints/http_server.py` 0.5.11:621,631; 0.5.14:678,688; 0.5.23:853,863); the
-    top level is `dataclasses.asdict(server_args)` to 0.5.18 (0.5.11:632-645) and
-    `server_args.resolved_dict()` from 0.5.19 (0.5.19:812-840): the resolved values.
+    **Versions.** `/get_server_info` and `/server_info` are served by 0.5.11..0.5.23
+    (`srt/entrypoints/http_server.py` 0.5.11:621,631, 0.5.14:678,688, 0.5.23:853,863); the
+    top level is `dataclasses.asdict(server_args)` to 0.5.18 (`srt/entrypoints/http_server.py`
+    0.5.11:632-645) and `server_args.resolved_dict()` from 0.5.19
+    (`srt/entrypoints/http_server.py` 0.5.19:812-840): the resolved values.
     """
     runtime = running_server(facts)
     launch = launch_file_of(facts)

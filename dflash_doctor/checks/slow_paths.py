@@ -46,8 +46,8 @@ def slow_paths(facts: HostFacts) -> list[Finding]:
     The other fixes are manual installs.
 
     **Versions.** Texts, ranges and file:line per release in data/log_patterns.json (e.g.
-    srt/speculative/dflash_worker_v2.py:306 (0.5.14), srt/models/dflash.py:1160 (0.5.23),
-    srt/arg_groups/speculative_hook.py:445 (0.5.23)). Skipped when no log was read.
+    srt/speculative/dflash_worker_v2.py 0.5.14:306, srt/models/dflash.py 0.5.23:1160,
+    srt/arg_groups/speculative_hook.py 0.5.23:445). Skipped when no log was read.
     """
     require_dflash(facts)
     log = facts.log.value

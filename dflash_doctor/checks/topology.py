@@ -85,7 +85,8 @@ def pipeline_parallel(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Removing PP needs the model to fit in the TP group's memory; raise
     `--tp-size` to the GPUs PP used.
 
-    **Versions.** Every release 0.5.11-0.5.23.
+    **Versions.** Every release 0.5.11-0.5.23 refuses it: `srt/server_args.py` 0.5.11:3327,
+    then `arg_groups/speculative_hook.py` 0.5.13:141, 0.5.23:321.
     """
     require_dflash(facts)
     launch = facts.launch.value
@@ -161,8 +162,11 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     N model replicas. Without DP attention the KV cache of MLA models is no longer split
     by DP: re-check `--mem-fraction-static` and the running-request limit.
 
-    **Versions.** Refused 0.5.11-0.5.19 (every device), 0.5.20-0.5.22 (all but NPU);
-    0.5.23 allowed on CUDA with `--enable-dp-lm-head`.
+    **Versions.** Refused 0.5.11-0.5.19 on every device (`srt/server_args.py` 0.5.11:3321,
+    `arg_groups/speculative_hook.py` 0.5.19:197), 0.5.20-0.5.22 on all but NPU
+    (`arg_groups/speculative_hook.py` 0.5.20:210-214, 0.5.22:296-300); 0.5.23 allows it on
+    CUDA with `--enable-dp-lm-head`, no context parallelism and the coordination variable
+    off (`arg_groups/speculative_hook.py` 0.5.23:303-317).
     """
     require_dflash(facts)
     launch = _launch_or_skip(facts)
@@ -268,8 +272,8 @@ def drafter_heads_vs_tp(facts: HostFacts) -> list[Finding]:
     **Fix safety.** A different TP size changes memory per GPU and throughput; it is a
     manual change.
 
-    **Versions.** Every release 0.5.11-0.5.23 (srt/models/dflash.py, 0.5.11:51-65,
-    0.5.23:215-228).
+    **Versions.** Every release 0.5.11-0.5.23 asserts it (`srt/models/dflash.py`
+    0.5.11:51-65, 0.5.23:215-228).
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -367,7 +371,10 @@ def quantized_lm_head(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Manual: both change the model or its memory per GPU.
 
-    **Versions.** Refused at any TP 0.5.11-0.5.17; at TP above 1 0.5.18-0.5.23.
+    **Versions.** Refused at any TP 0.5.11-0.5.17 (speculative/dflash_worker.py
+    0.5.11:552-561; speculative/dflash_worker_v2.py 0.5.14:1331-1333, 0.5.17:1493-1496); at
+    TP above 1 0.5.18-0.5.23 (speculative/dflash_worker_v2.py 0.5.18:840-845,
+    0.5.23:1578-1583).
     """
     require_dflash(facts)
     head = _quantized_head(facts)

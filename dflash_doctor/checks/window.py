@@ -92,8 +92,10 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     changes the target's output. It saves no KV memory (the draft pool has one slot per
     target token in every release).
 
-    **Versions.** Fires on 0.5.11-0.5.13 (and builds whose `dflash.py` ignores
-    `layer_types`); never on 0.5.14+, where sliding layers keep W.
+    **Versions.** Fires on 0.5.11-0.5.13, whose draft layers are all built with full
+    attention (`srt/models/dflash.py` 0.5.11:112-118, 0.5.13:116-122), and on builds whose
+    `dflash.py` ignores `layer_types`; never on 0.5.14+, where a `sliding_attention` layer
+    keeps W (`_get_dflash_layer_attention_params`, `srt/models/dflash.py` 0.5.14:44-66).
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -173,7 +175,8 @@ def window_differs(facts: HostFacts) -> list[Finding]:
     **What it finds.** Per sliding draft layer, the trained window W with the span the
     draft worker's compact view leaves it: `_compute_compact_draft_seq_lens` clamps every
     layer to the flag's N tokens (plus up to page_size - 1 of page alignment;
-    speculative/dflash_worker.py 0.5.11:423-439, dflash_worker_v2.py 0.5.23:1209-1225).
+    speculative/dflash_worker.py 0.5.11:423-439, speculative/dflash_worker_v2.py
+    0.5.23:1209-1225).
     With N < W the layer sees less than it was trained to use.
 
     **Why it hurts.** The drafter loses context it was trained on; acceptance drops.
@@ -187,11 +190,13 @@ def window_differs(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Only the draft's attention span changes; the target is untouched.
 
-    **Versions.** Every release with the flag (0.5.11+). Changed meaning, said here so no
-    one is surprised: until issue 9 this check also warned when the window was *larger*
-    than W, on a memory premise SGLang's code disproves (one draft KV slot per target token
-    whatever the window). That half was dropped: a larger window on 0.5.11-0.5.13 is DFD103,
-    on 0.5.14+ DFD130.
+    **Versions.** Every release has the flag: `--speculative-dflash-draft-window-size`
+    (`srt/server_args.py` 0.5.11:5418), `--speculative-draft-window-size` from 0.5.12
+    (`srt/server_args.py` 0.5.12:5873; `arg_groups/fields/spec.py` 0.5.23:165); DFD104
+    checks the spelling. Changed meaning, said here so no one is surprised: until issue 9
+    this check also warned when the window was *larger* than W, on a memory premise SGLang's
+    code disproves (one draft KV slot per target token whatever the window). That half was
+    dropped: a larger window on 0.5.11-0.5.13 is DFD103, on 0.5.14+ DFD130.
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -250,7 +255,7 @@ def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
     **What it finds.** Per `full_attention` draft layer, its trained span (the whole
     context) with the compact view the window flag gives every layer: N tokens plus up to
     page_size - 1 (`_compute_compact_draft_seq_lens`, speculative/dflash_worker.py
-    0.5.11:423-439, dflash_worker_v2.py 0.5.14:511-527). The flag does not touch the
+    0.5.11:423-439, speculative/dflash_worker_v2.py 0.5.14:511-527). The flag does not touch the
     drafter's layers; it shortens the draft worker's req->token view, for all of them.
 
     **Why it hurts.** Those layers lose the long-range context they were trained on, so
@@ -267,8 +272,10 @@ def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** Only the draft's attention span changes; the target is untouched.
 
-    **Versions.** Every release with the flag (0.5.11+). Not raised when DFD102 or DFD103
-    already report the same flag.
+    **Versions.** Every release has the flag (`srt/server_args.py` 0.5.11:5418,
+    0.5.12:5873; `arg_groups/fields/spec.py` 0.5.23:165) and clamps every draft layer with
+    it (speculative/dflash_worker.py 0.5.11:423-439, speculative/dflash_worker_v2.py
+    0.5.23:1209-1225). Not raised when DFD102 or DFD103 already report the same flag.
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -338,9 +345,12 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** A rename keeps what the server runs; a removal is what DFD130 asks.
 
-    **Versions.** 0.5.11: old spelling only; 0.5.12: both (server_args.py 0.5.12); 0.5.13-
-    0.5.19: old one a deprecated alias that still sets the window (server_args.py
-    0.5.13:5921-5928, arg_groups/argparse_actions.py 0.5.13:70-82); 0.5.20+: new only.
+    **Versions.** 0.5.11: old spelling only (`srt/server_args.py` 0.5.11:5418); 0.5.12:
+    both names of one option (`srt/server_args.py` 0.5.12:5873-5874); 0.5.13-0.5.19: the old
+    one a deprecated alias that still sets the window (`srt/server_args.py`
+    0.5.13:5921-5928, 0.5.19:3911-3918; `arg_groups/argparse_actions.py` 0.5.13:70-82);
+    0.5.20+: new only, a field with no alias (`arg_groups/fields/spec.py` 0.5.20:161,
+    0.5.23:165).
     """
     require_dflash(facts)
     launch = facts.launch.value
@@ -428,16 +438,20 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
     GPU beside Kimi-K2.6's 70272 B (MLA), about 4% of the KV budget.
 
     **How to fix.** From 0.5.18: `--speculative-draft-kv-cache-dtype fp8_e4m3` halves the
-    draft pool (its help text, server_args.py 0.5.18:2187-2200), then raise
+    draft pool (its help text, `srt/server_args.py` 0.5.18:2187-2200), then raise
     `--mem-fraction-static` to turn the freed memory into KV capacity. Before 0.5.18 the
     draft follows `--kv-cache-dtype` (target and draft together). Listed as a manual step:
     an fp8 draft cache can change acceptance, measure it.
 
     **Fix safety.** A dtype change of the draft cache only; verify acceptance afterwards.
 
-    **Versions.** Every release. Replaces DFD108 (retired: it promised memory that a window
-    cannot give back). Before 0.5.18 SGLang budgets the draft by scaling the target's bytes
-    per token by (target + draft layers) / target layers (dflash_utils.py 0.5.11:51-89).
+    **Versions.** Every release: one draft slot per target token (speculative/dflash_worker.py
+    0.5.11:87-98). Before 0.5.18 SGLang budgets the draft by scaling the target's bytes per
+    token by (target + draft layers) / target layers (speculative/dflash_utils.py
+    0.5.11:51-89); from 0.5.18 by the draft's own cell size
+    (speculative/dflash_utils.py 0.5.18:139-151), with the draft-only dtype flag
+    (`srt/server_args.py` 0.5.18:2187-2200). Replaces DFD108 (retired: it promised memory
+    that a window cannot give back).
     """
     require_dflash(facts)
     cfg = drafter(facts)
