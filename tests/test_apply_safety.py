@@ -236,8 +236,9 @@ def offline_plan(tmp_path: Path) -> tuple[HostSpec, FixPlan, Path]:
     from dflash_doctor.facts.launch import parse_script
 
     launch = parse_script(script.read_bytes(), source=str(script))
-    plan = FixPlan("h", str(script), launch, old_text=script.read_text())
-    plan.new_text = plan.old_text.replace("--tp 2", "--tp 2 --page-size 64")  # type: ignore[union-attr]
+    old = script.read_text()
+    new = old.replace("--tp 2", "--tp 2 --page-size 64")
+    plan = FixPlan(host="h", source=str(script), launch=launch, old_text=old, new_text=new)
     return HostSpec(name="h", offline=True), plan, script
 
 
@@ -263,7 +264,7 @@ def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
     spec, plan, script = offline_plan(tmp_path)
     link = tmp_path / "current.sh"
     link.symlink_to(script)
-    plan.source = str(link)
+    plan = plan.model_copy(update={"source": str(link)})
     out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
     assert out.status == "written", out.message
     assert link.is_symlink() and "--page-size 64" in script.read_text()

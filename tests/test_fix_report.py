@@ -125,3 +125,15 @@ def test_exit_code_is_the_worst_hosts() -> None:
     reports = [FixReport(host=o, outcome=o) for o in ("applied", "failed", "unreachable")]
     assert fix_exit_code(reports) == EXIT_FIX_FAILED
     assert fix_exit_code([]) == EXIT_OK
+
+
+def test_a_plan_is_frozen_and_changed_by_copy() -> None:
+    from pydantic import ValidationError
+
+    from dflash_doctor.fix.plan import FixPlan
+
+    plan = FixPlan(host="h", source="a.sh", launch=None, old_text="x", new_text="y")
+    with pytest.raises(ValidationError, match="frozen"):
+        plan.source = "b.sh"  # type: ignore[misc]
+    moved = plan.model_copy(update={"source": "inventory.yaml"})
+    assert (plan.source, moved.source, moved.changes) == ("a.sh", "inventory.yaml", True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.checks.base import CheckResult
 from dflash_doctor.errors import FactError
@@ -12,15 +13,18 @@ from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.fix.edits import EDITABLE, Edit, edit_argv, edit_compose, edit_shell
 
 
-@dataclass
-class FixPlan:
+class FixPlan(BaseModel):
+    """Frozen: a step that changes the plan (the inventory's own launch entry) makes a new one."""
+
+    model_config = ConfigDict(frozen=True)
+
     host: str
     source: str | None  # the launch file on the host, None when there is none to edit
     launch: LaunchArgs | None
-    edits: list[Edit] = field(default_factory=list)
-    manual: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    check_ids: list[str] = field(default_factory=list)
+    edits: list[Edit] = Field(default_factory=list)
+    manual: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    check_ids: list[str] = Field(default_factory=list)
     old_text: str | None = None
     new_text: str | None = None
     new_argv: list[str] | None = None
@@ -94,18 +98,30 @@ def plan_fixes(
 ) -> FixPlan:
     """Plan the change: edit `source_text` (the launch file) or, without one, the argv."""
     edits, manual, notes, ids = _collect(results)
-    plan = FixPlan(host, source, source_launch or running, edits, manual, notes, ids)
+    old_text = new_text = None
+    new_argv = None
     if source is not None and source_text is not None and source_launch is not None:
-        plan.old_text = source_text
+        old_text = source_text
         if not edits:
-            plan.new_text = source_text
+            new_text = source_text
         elif source_launch.kind == "compose":
-            plan.new_text = edit_compose(source_text, edits)
+            new_text = edit_compose(source_text, edits)
         elif source_launch.kind in ("script", "systemd"):
-            plan.new_text = edit_shell(source_text, source_launch, edits)
+            new_text = edit_shell(source_text, source_launch, edits)
         else:
             raise FactError(f"cannot edit a {source_launch.kind} launch source")
-        plan.new_argv = edit_argv(source_launch.argv, edits)
+        new_argv = edit_argv(source_launch.argv, edits)
     elif running is not None:
-        plan.new_argv = edit_argv(running.argv, edits)
-    return plan
+        new_argv = edit_argv(running.argv, edits)
+    return FixPlan(
+        host=host,
+        source=source,
+        launch=source_launch or running,
+        edits=edits,
+        manual=manual,
+        notes=notes,
+        check_ids=ids,
+        old_text=old_text,
+        new_text=new_text,
+        new_argv=new_argv,
+    )

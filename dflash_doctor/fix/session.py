@@ -83,10 +83,16 @@ def fix_host(
                 )
             except ValueError as e:
                 raise FactError(f"{spec.inventory_file}: host {spec.name} launch: {e}") from None
-            plan.new_argv = edit_argv(raw, plan.edits)
-            plan.source = spec.inventory_file
-            plan.old_text = Path(spec.inventory_file).read_text(encoding="utf-8")
-            plan.new_text = edit_inventory_launch(plan.old_text, spec.name, plan.new_argv)
+            new_argv = edit_argv(raw, plan.edits)
+            old_text = Path(spec.inventory_file).read_text(encoding="utf-8")
+            plan = plan.model_copy(
+                update={
+                    "new_argv": new_argv,
+                    "source": spec.inventory_file,
+                    "old_text": old_text,
+                    "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
+                }
+            )
             writer = LocalTransport("local")
             write_spec = spec.model_copy(update={"offline": True, "root": "/"})
         view = _view(plan)
