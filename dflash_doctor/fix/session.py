@@ -43,6 +43,20 @@ def fix_host(
     view: PlanView | None = None
     try:
         facts = gather(spec, transport)
+        from dflash_doctor.fix.containers import container_fix
+
+        handled = container_fix(
+            spec,
+            transport,
+            facts,
+            console,
+            apply=apply,
+            roll_back=roll_back,
+            stamp=stamp,
+            health_timeout=health_timeout,
+        )
+        if handled is not None:
+            return handled
         source = spec.launch_file or (
             facts.launch.value.source
             if facts.launch.value and facts.launch.value.kind in ("script", "systemd", "compose")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -100,8 +101,10 @@ class ContainerInfo:
 
     @property
     def compose_files(self) -> list[str]:
+        # Compose v1 records them relative to the project's working directory.
         files = self.labels.get("com.docker.compose.project.config_files", "")
-        return [f for f in files.split(",") if f]
+        base = self.compose_dir or "/"
+        return [posixpath.join(base, f) for f in files.split(",") if f]
 
     @property
     def compose_dir(self) -> str | None:
