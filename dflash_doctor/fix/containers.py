@@ -21,22 +21,17 @@ import shlex
 from pathlib import Path
 from typing import Any, cast
 
-from rich.console import Console
-from rich.syntax import Syntax
-from rich.text import Text
-
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FactError
-from dflash_doctor.exit_codes import EXIT_FIX_FAILED, EXIT_OK, EXIT_USAGE
 from dflash_doctor.facts.launch import parse_argv, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.apply import Applier
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
+from dflash_doctor.fix.report import FixOutcome, FixReport, PlanView
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import redact_argv, redact_block, redact_text
-from dflash_doctor.render.text import clean
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.docker import DockerTransport
@@ -50,29 +45,25 @@ def container_fix(
     spec: HostSpec,
     transport: Transport,
     facts: HostFacts,
-    console: Console,
     *,
     apply: bool,
     roll_back: bool,
     stamp: str,
     health_timeout: float,
-) -> int | None:
+) -> FixReport | None:
     """The fix of a container host, or None when `transport` is not one."""
     if isinstance(transport, KubernetesTransport):
-        return _kubernetes(spec, transport, facts, console, apply=apply or roll_back)
+        return _kubernetes(spec, transport, facts, apply=apply or roll_back)
     if isinstance(transport, DockerTransport):
-        fixer = DockerFix(spec, transport, facts, console, stamp, health_timeout)
+        fixer = DockerFix(spec, transport, facts, stamp, health_timeout)
         if transport.info.compose_service and transport.info.compose_files:
             return fixer.compose(apply=apply, roll_back=roll_back)
         return fixer.run_container(apply=apply, roll_back=roll_back)
     return None
 
 
-def _show_plan(console: Console, plan: FixPlan) -> None:
-    for line in plan.manual:
-        console.print(Text(clean(f"not automated: {line}"), style="yellow"))
-    for note in plan.notes:
-        console.print(Text(clean(note), style="dim"))
+def _view(plan: FixPlan, **shown: Any) -> PlanView:
+    return PlanView(manual=plan.manual, notes=plan.notes, **shown)
 
 
 def _launch_of(argv: list[str], source: str) -> LaunchArgs:
@@ -86,8 +77,8 @@ def _launch_of(argv: list[str], source: str) -> LaunchArgs:
 
 
 def _kubernetes(
-    spec: HostSpec, t: KubernetesTransport, facts: HostFacts, console: Console, *, apply: bool
-) -> int:
+    spec: HostSpec, t: KubernetesTransport, facts: HostFacts, *, apply: bool
+) -> FixReport:
     pod = t.pod
     where = f"pod {t.target.namespace}/{pod.name} container {pod.container}"
     running = _launch_of(pod.argv, where)
@@ -99,56 +90,37 @@ def _kubernetes(
         source_launch=None,
         running=running,
     )
-    _show_plan(console, plan)
     if not plan.changes or plan.new_argv is None:
-        console.print(Text("nothing to change", style="green"))
-        return EXIT_OK
+        return FixReport(host=spec.name, outcome="planned", plan=_view(plan))
     new_argv = redact_argv(plan.new_argv)
+    notes = list(plan.notes)
     owner = t.owner()
     if owner is None:
-        console.print(
-            Text(
-                f"{where} has no Deployment, StatefulSet or LeaderWorkerSet owner: set its "
-                "command where the pod is defined to",
-                style="bold",
-            )
+        intro = (
+            f"{where} has no Deployment, StatefulSet or LeaderWorkerSet owner: set its "
+            "command where the pod is defined to"
         )
-        console.print(clean(json.dumps(new_argv)), markup=False, highlight=False)
+        command = json.dumps(new_argv)
     else:
         kind, obj = owner
         ops = patch_ops(kind, obj, pod, new_argv)
-        console.print(
-            Text(f"change {kind.kind} {kind.name} (it owns {pod.name}) with", style="bold")
-        )
-        console.print(
-            clean(shlex.join(patch_command(t.target, kind, ops))), markup=False, highlight=False
-        )
-        console.print(Text("the patch as YAML, for a manifest or kustomize:", style="dim"))
-        console.print(clean(_yaml(ops)), markup=False, highlight=False)
+        intro = f"change {kind.kind} {kind.name} (it owns pod {pod.name}) with"
+        command = shlex.join(patch_command(t.target, kind, ops))
     if new_argv != plan.new_argv:
-        console.print(
-            Text(
-                "secret values are shown as ***: put the real ones (better, a secretKeyRef) "
-                "before applying",
-                style="yellow",
-            )
+        notes.append(
+            "secret values are shown as ***: put the real ones (better, a secretKeyRef) "
+            "before applying"
         )
+    view = PlanView(command=command, command_intro=intro, manual=plan.manual, notes=notes)
     if apply:
-        console.print(
-            Text(
-                "not applied: dflash-doctor never changes a cluster; apply the patch above "
-                "through your usual pipeline",
-                style="bold red",
-            )
+        return FixReport(
+            host=spec.name,
+            outcome="error",
+            plan=view,
+            error="not applied: dflash-doctor never changes a cluster; apply the patch "
+            "above through your usual pipeline",
         )
-        return EXIT_USAGE
-    return EXIT_OK
-
-
-def _yaml(ops: list[dict[str, Any]]) -> str:
-    import yaml
-
-    return str(yaml.safe_dump(ops, sort_keys=False, default_flow_style=None)).rstrip()
+    return FixReport(host=spec.name, outcome="planned", plan=view)
 
 
 # -- Docker -------------------------------------------------------------------------------
@@ -228,20 +200,16 @@ class DockerFix:
         spec: HostSpec,
         t: DockerTransport,
         facts: HostFacts,
-        console: Console,
         stamp: str,
         health_timeout: float,
     ) -> None:
         self.spec = spec
         self.t = t
         self.facts = facts
-        self.console = console
+        self.view: PlanView | None = None
         self.stamp = stamp
         self.health_timeout = health_timeout
         self.steps: list[str] = []
-
-    def say(self, text: str, style: str = "") -> None:
-        self.console.print(Text(clean(redact_text(text)), style=style))
 
     # -- verification shared by compose and run -------------------------------------------
 
@@ -279,19 +247,25 @@ class DockerFix:
             return []
         return data.decode("utf-8", "replace").splitlines()[-20:]
 
-    def _report(self, ok: bool, message: str, tail: list[str] | None = None) -> int:
-        for step in self.steps:
-            self.say(f"  {step}", "dim")
-        self.say(message, "green" if ok else "bold red")
-        if tail:
-            self.say("last server log lines:", "bold")
-            for line in tail:
-                self.console.print(clean(redact_text(line)), markup=False, highlight=False)
-        return EXIT_OK if ok else EXIT_FIX_FAILED
+    def _report(
+        self,
+        ok: bool,
+        message: str,
+        tail: list[str] | None = None,
+        outcome: FixOutcome | None = None,
+    ) -> FixReport:
+        return FixReport(
+            host=self.spec.name,
+            outcome=outcome or ("applied" if ok else "failed"),
+            plan=self.view,
+            steps=[redact_text(step) for step in self.steps],
+            message=redact_text(message),
+            log_tail=[redact_text(line) for line in tail or []],
+        )
 
     # -- `docker run` containers ----------------------------------------------------------
 
-    def run_container(self, *, apply: bool, roll_back: bool) -> int:
+    def run_container(self, *, apply: bool, roll_back: bool) -> FixReport:
         info = self.t.info
         if roll_back:
             return self.rollback_run()
@@ -304,23 +278,17 @@ class DockerFix:
             source_launch=None,
             running=running,
         )
-        _show_plan(self.console, plan)
         if not plan.changes or plan.new_argv is None:
-            self.say("nothing to change", "green")
-            return EXIT_OK
-        self.say(f"container {info.name} was started by docker run: start it with", "bold")
-        self.console.print(
-            clean(shlex.join(docker_run_command(info.raw, plan.new_argv))),
-            markup=False,
-            highlight=False,
+            return FixReport(host=self.spec.name, outcome="planned", plan=_view(plan))
+        self.view = _view(
+            plan,
+            command=shlex.join(docker_run_command(info.raw, plan.new_argv)),
+            command_intro=f"container {info.name} was started by docker run: start it with",
+            relaunch=f"--apply recreates {info.name} with every other setting kept "
+            "(backup: its docker inspect JSON)",
         )
         if not apply:
-            self.say(
-                f"relaunch: --apply recreates {info.name} with every other setting kept "
-                "(backup: its docker inspect JSON)",
-                "dim",
-            )
-            return EXIT_OK
+            return FixReport(host=self.spec.name, outcome="planned", plan=self.view)
         engine = self._engine()
         if engine is None:
             return self._report(
@@ -359,7 +327,7 @@ class DockerFix:
         argv: list[str] | None,
         plan: FixPlan | None,
         done: str,
-    ) -> int:
+    ) -> FixReport:
         """Replace the running container by one made from `raw` (running `argv`), keeping the
         old one until the new one is verified; on failure the old one runs again."""
         name = self.t.info.name
@@ -400,9 +368,11 @@ class DockerFix:
             back = str(e)
         if back is not None:
             return self._report(False, f"{failure}; ROLLBACK FAILED: {back}", tail)
-        return self._report(False, f"{failure}; rolled back: the old container runs again", tail)
+        return self._report(
+            False, f"{failure}; rolled back: the old container runs again", tail, "rolled_back"
+        )
 
-    def rollback_run(self) -> int:
+    def rollback_run(self) -> FixReport:
         name = self.t.info.name
         saved = sorted(state_dir().glob(f"{name}.*.inspect.json"))
         current = _argv_of(self.t.info.raw)
@@ -423,7 +393,7 @@ class DockerFix:
 
     # -- compose-managed containers -------------------------------------------------------
 
-    def compose(self, *, apply: bool, roll_back: bool) -> int:
+    def compose(self, *, apply: bool, roll_back: bool) -> FixReport:
         info = self.t.info
         outer = self.t.outer
         service = info.compose_service
@@ -453,16 +423,12 @@ class DockerFix:
             source_launch=launch,
             running=self.facts.launch.value,
         )
-        _show_plan(self.console, plan)
-        diff = clean(redact_block(plan.diff()))
         if not plan.changes or plan.new_text is None:
-            self.say("nothing to change", "green")
-            return EXIT_OK
-        self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+            return FixReport(host=self.spec.name, outcome="planned", plan=_view(plan))
         up = shlex.join(self._compose_up(source, self._compose_tool() or "docker compose"))
-        self.say(f"relaunch: {up}", "dim")
+        self.view = _view(plan, diff=redact_block(plan.diff()), relaunch=up)
         if not apply:
-            return EXIT_OK
+            return FixReport(host=self.spec.name, outcome="planned", plan=self.view)
         backup = f"{source}.dflash-doctor-{self.stamp}.bak"
         try:
             mode = outer.file_mode(source)
@@ -484,9 +450,11 @@ class DockerFix:
             back = str(e)
         if back is not None:
             return self._report(False, f"{failure}; ROLLBACK FAILED: {back}", tail)
-        return self._report(False, f"{failure}; rolled back: {source} restored", tail)
+        return self._report(
+            False, f"{failure}; rolled back: {source} restored", tail, "rolled_back"
+        )
 
-    def compose_rollback(self, source: str, text: str, launch: LaunchArgs) -> int:
+    def compose_rollback(self, source: str, text: str, launch: LaunchArgs) -> FixReport:
         outer = self.t.outer
         directory, base = os.path.split(source)
         try:

@@ -42,6 +42,8 @@ class PlanView(BaseModel):
     diff: str = ""
     # Without a launch file: the changed command, secrets as $VARIABLES (named here).
     command: str | None = None
+    # What the command is (a container's `docker run`, a `kubectl patch` of a pod's owner).
+    command_intro: str = "no launch file to edit: start the server with"
     secret_variables: list[str] = Field(default_factory=list)
     manual: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

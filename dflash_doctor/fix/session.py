@@ -49,7 +49,6 @@ def fix_host(
             spec,
             transport,
             facts,
-            console,
             apply=apply,
             roll_back=roll_back,
             stamp=stamp,

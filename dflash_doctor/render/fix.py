@@ -38,7 +38,7 @@ def _plan(plan: PlanView, console: Console) -> None:
             Syntax(clean(plan.diff), "diff", theme="ansi_dark", background_color="default")
         )
     elif plan.command is not None:
-        console.print(Text("no launch file to edit: start the server with", style="bold"))
+        console.print(Text(clean(plan.command_intro), style="bold"))
         console.print(clean(plan.command), markup=False, highlight=False)
         if plan.secret_variables:
             console.print(
