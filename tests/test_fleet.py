@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dflash_doctor.fleet.drift import DRIFT_ID, NOT_SET, SETTINGS, fleet_drift
+from dflash_doctor.fleet.drift import DRIFT_ID, FLEET_CHECKS, NOT_SET, SETTINGS, fleet_drift
 from dflash_doctor.fleet.load import MAX_DEPTH, MAX_REPORT_BYTES
 from dflash_doctor.report import HostReport
 from tests.conftest import FIXTURE_HOSTS, REPO, host_facts, launch
@@ -349,3 +349,15 @@ def test_split_and_unknown_values() -> None:
     split, _ = fleet_drift(hosts[2:4])
     assert next(r for r in split if r.setting == "attention_backend").differing == ["c", "d"]
     assert next(r for r in split if r.setting == "attention_backend").majority is None
+
+
+def test_drift_page_has_the_catalog_sections_and_its_citations_read_back() -> None:
+    from tests.checks.test_check_docs import SECTIONS, WHEELS, citations, cited_lines, sections
+
+    doc = FLEET_CHECKS[DRIFT_ID].doc
+    assert [name for name, _ in sections(doc)] == list(SECTIONS)
+    cites = citations(doc)
+    assert cites
+    if WHEELS.is_dir():
+        for path, version, lines in cites:
+            assert any("kv_cache_dtype" in line for line in cited_lines(path, version, lines))

@@ -101,7 +101,8 @@ SETTINGS: tuple[Setting, ...] = (
         "kv_cache_dtype",
         "KV cache dtype",
         (Source("launch", "kv_cache_dtype", "--kv-cache-dtype"),),
-        # ServerArgs.kv_cache_dtype = "auto" (server_args.py 0.5.11:351, 0.5.23:414)
+        # kv_cache_dtype = "auto" (srt/server_args.py 0.5.11:351, 0.5.13:414;
+        # srt/arg_groups/fields/model.py 0.5.23:197-221)
         default="auto",
     ),
 )
@@ -250,7 +251,7 @@ def drift_results(hosts: list[HostReport]) -> list[SettingDrift]:
 def _fleet_drift_doc(facts: HostFacts) -> list[Finding]:
     """A host's DFlash settings differ from the rest of its fleet.
 
-    **What it compares.** `dflash-doctor report merge` lays the per-host JSON reports of a
+    **What it finds.** `dflash-doctor report merge` lays the per-host JSON reports of a
     fleet side by side and compares, per setting, what each host runs: the SGLang version,
     the draft window flag and size, the DFlash block size (the served one from the log's
     DFLASH init line, else the launch's `--speculative-dflash-block-size` /
@@ -263,17 +264,28 @@ def _fleet_drift_doc(facts: HostFacts) -> list[Finding]:
     reported. A host on which the setting could not be read is shown as unknown, not as
     drift.
 
-    **Why it matters.** Hosts behind one load balancer that serve one model are expected
-    to accept alike: a host on another SGLang release, another window or block size, or
+    **Why it hurts.** Hosts behind one load balancer that serve one model are expected to
+    accept alike: a host on another SGLang release, another window or block size, or
     another drafter revision accepts fewer draft tokens (or more), and its latency and
-    throughput differ from its peers' in a way no single-host check can see: each host may
-    be configured correctly for itself. Drift is also how a half-finished rollout looks.
+    throughput differ from its peers' in a way no single-host check can see, since each
+    host may be configured correctly for itself. Drift is also how a half-finished rollout
+    looks.
 
-    **Fix.** Bring the host to the fleet's value (`dflash-doctor fix` for launch flags), or,
-    where the difference is intended (a canary, another GPU type), merge that group's
-    reports separately.
+    **Example.** Six hosts on SGLang 0.5.23 without a window flag, one still on 0.5.13 with
+    `--speculative-dflash-draft-window-size 4096` and `--speculative-num-draft-tokens 8`:
+    that host gets DFD170 for the version, the window flag and size, and the block size.
 
-    **Versions.** All: it compares reports, not one release's behaviour.
+    **How to fix.** Bring the host to the fleet's value (`dflash-doctor fix` for launch
+    flags, the fleet's drafter revision for the config), or, where the difference is
+    intended (a canary, another GPU type), merge that group's reports separately.
+
+    **Fix safety.** The fleet's value is only the most common one, not a verified one: read
+    the host's own findings first (a fleet can share a mistake; DFD103 on every host is no
+    drift).
+
+    **Versions.** All: it compares reports, not one release's behaviour. A launch without
+    `--kv-cache-dtype` counts as SGLang's default `auto` (srt/server_args.py 0.5.11:351,
+    0.5.13:414; srt/arg_groups/fields/model.py 0.5.23:197-221).
     """
     return []
 
