@@ -251,6 +251,17 @@ def test_unreachable_host_in_a_report_exits_3(fleet: dict[str, Path], tmp_path: 
     assert all("root@127.0.0.1:1" in r["unknown"] for r in doc["drift"])
 
 
+def test_hosts_without_a_report_are_unreachable_in_the_fleet(fleet: dict[str, Path]) -> None:
+    doc, code = merged_json(
+        fleet["tuned"], fleet["v0511"], extra=("--missing", "gpu-9", "--missing", "v0511")
+    )
+    assert code == 3
+    assert [h["host"] for h in doc["hosts"]] == ["tuned", "v0511", "gpu-9"]  # v0511 reported
+    down = doc["hosts"][2]
+    assert down["reachable"] is False and down["error"].startswith("no report")
+    assert all("gpu-9" in r["unknown"] for r in doc["drift"])
+
+
 def hostile_files(directory: Path, good: Path) -> dict[str, Path]:
     text = good.read_text()
     files = {

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fixtures.sshd import free_port
 from tests.conftest import FIXTURE_HOSTS, REPO
 
 PLAYBOOK = REPO / "contrib" / "ansible" / "dflash-doctor.yml"
@@ -43,9 +44,12 @@ def ansible_playbook() -> str | None:
     return shutil.which("ansible-playbook")
 
 
-def inventory(sshd: Any, work: Path) -> Path:
+def inventory(sshd: Any, work: Path, down: str | None = None) -> Path:
+    """`down`: one more alias, on a port where nothing listens (Ansible cannot reach it)."""
     doctor = [sys.executable, "-m", "dflash_doctor"]
     hosts: dict[str, dict[str, Any]] = {}
+    if down is not None:
+        hosts[down] = {"ansible_host": "127.0.0.1", "ansible_port": free_port()}
     for alias, checks in ALIASES.items():
         hosts[alias] = {"ansible_host": "127.0.0.1", "ansible_port": sshd.port}
         if checks is not None:
@@ -149,17 +153,25 @@ def test_fleet_report_names_aliases_and_shows_their_drift(played: tuple[Path, st
     assert f"{len(ALIASES)} host report(s)" in out
 
 
-def test_text_format_keeps_the_drift_table(sshd: Any, tmp_path: Path) -> None:
+def test_text_format_keeps_the_drift_table_and_the_host_ansible_missed(
+    sshd: Any, tmp_path: Path
+) -> None:
     binary = ansible_playbook()
     if binary is None:
         pytest.skip("ansible-core not installed (pip install -e .[dev])")
-    inv = inventory(sshd, tmp_path)
-    p = run_playbook(binary, inv, tmp_path, "--limit", "gpu-a1,gpu-a2,gpu-a3,gpu-b1,gpu-b2")
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    inv = inventory(sshd, tmp_path, down="gpu-down")
+    limit = "gpu-down,gpu-a1,gpu-a2,gpu-a3,gpu-b1,gpu-b2"
+    p = run_playbook(binary, inv, tmp_path, "--limit", limit)
+    # ansible-playbook's own code for an unreachable host; the play still merged the rest
+    assert p.returncode == 4, p.stdout[-4000:] + p.stderr[-2000:]
+    assert "gpu-down" in p.stdout and "exit 3" in p.stdout
     text = (tmp_path / "reports" / "fleet.txt").read_text()
     assert "Fleet drift" in text and "gpu-a2: 0.5.11" in text
+    assert "unreachable: no report" in text
     fleet = json.loads((tmp_path / "reports" / "fleet.json").read_text())
-    assert len(fleet["hosts"]) == 5
+    assert [h["host"] for h in fleet["hosts"]][-1] == "gpu-down"
+    assert len(fleet["hosts"]) == 6 and fleet["summary"]["unreachable"] == 1
+    assert fleet["exit_code"] == 3
     # strict: the fleet's exit code (1: their drift, with --fail-on warning) fails the play
     p = run_playbook(
         binary,

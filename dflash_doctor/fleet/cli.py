@@ -59,6 +59,13 @@ def merge(
             help="name each single-host report's host after its file (HOST.json -> HOST)",
         ),
     ] = False,
+    missing: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--missing",
+            help="a host expected in the fleet without a report (reported unreachable, exit 3)",
+        ),
+    ] = None,
 ) -> None:
     """Merge per-host JSON reports into one fleet report with a drift view (DFD170).
 
@@ -81,7 +88,9 @@ def merge(
     def say(line: str) -> None:
         err.print(clean(f"dflash-doctor: {line}"), markup=False, highlight=False, soft_wrap=True)
 
-    report = merge_reports(reports, fail_on, name_from_file=name_from_file, on_error=say)
+    report = merge_reports(
+        reports, fail_on, name_from_file=name_from_file, on_error=say, missing=missing
+    )
     json_text = report.model_dump_json(indent=2) + "\n"
     machine = {
         MergeFormat.text: None,

@@ -58,10 +58,9 @@ def _depth_within(obj: Any, limit: int) -> bool:
         item, depth = stack.pop()
         if depth > limit:
             return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        children = item.values() if isinstance(item, dict) else item
+        # only containers are pushed: scalars, most of a report, cost one isinstance each
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
     return True
 
 

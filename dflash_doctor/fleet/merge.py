@@ -6,7 +6,8 @@ writes); `name_from_file` does that for every single-host report. A name already
 `@FILE` (and `#N` after that): two hosts are never merged into one.
 
 Exit code (report.py's rules over the merged hosts, then): 2 when a file could not be read
-as a report, or none could; 3 (a host unreachable in its own report) still comes first.
+as a report, or none could; 3 (a host unreachable in its own report, or named missing)
+still comes first.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dflash_doctor.fleet.load import LoadError, load_report
 from dflash_doctor.report import HostReport, Report, build_report
 
 LOCAL_NAMES = ("local", "localhost")
+NO_REPORT = "no report: the runner could not reach the host or run the check there"
 
 
 class ReportSource(BaseModel):
@@ -68,8 +70,11 @@ def merge_reports(
     *,
     name_from_file: bool = False,
     on_error: Callable[[str], None] | None = None,
+    missing: list[str] | None = None,
 ) -> FleetReport:
-    """`on_error` hears each unreadable file's one line as it is met."""
+    """`on_error` hears each unreadable file's one line as it is met. `missing`: hosts the
+    runner (Ansible, ...) expected but brought no report from: each is an unreachable host
+    of the fleet, so a fleet report never leaves a host out silently."""
     hosts: list[HostReport] = []
     sources: list[ReportSource] = []
     errors: list[str] = []
@@ -98,6 +103,10 @@ def merge_reports(
             source.hosts.append(host.host)
             hosts.append(host)
         sources.append(source)
+    for name in missing or []:
+        if name not in taken:
+            taken.add(name)
+            hosts.append(HostReport(host=name, reachable=False, error=NO_REPORT))
     drift = drift_results(hosts)
     notes = list(errors)
     if not hosts:
