@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -286,13 +286,19 @@ def test_rollback_skips_a_backup_equal_to_the_file(tmp_path: Path) -> None:
 class _LowDisk(LocalTransport):
     """The host's `df` reports 100 KiB free (a full disk), everything else is real."""
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 30.0,
+        on_stderr: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
         if argv[0] == "df":
             line = "/dev/x 1000 900 100 90% /"
             return CommandResult(
                 0, f"Filesystem 1K-blocks Used Available Use% Mounted\n{line}\n".encode(), b""
             )
-        return super().run(argv, timeout=timeout)
+        return super().run(argv, timeout=timeout, on_stderr=on_stderr)
 
 
 def test_full_disk_is_refused_before_anything_stops(tmp_path: Path) -> None:
@@ -314,16 +320,22 @@ class _CtrlC(LocalTransport):
 
     fired = False
 
-    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 30.0,
+        on_stderr: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
         if not self.fired and HEALTH_PROBE in argv:
             self.fired = True
             raise KeyboardInterrupt
-        return super().run(argv, timeout=timeout)
+        return super().run(argv, timeout=timeout, on_stderr=on_stderr)
 
 
 def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     """Item 11: an interrupt while waiting finishes the rollback and reports the state."""
-    from dflash_doctor.fix.session import plan_fixes
+    from dflash_doctor.fix.plan import plan_fixes
     from dflash_doctor.gather import gather
     from dflash_doctor.runner import run_checks
 
@@ -359,7 +371,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
 def _facts() -> Any:
     from dflash_doctor.facts.models import Fact, HostFacts
 
-    missing = Fact.missing("none")
+    missing: Fact[Any] = Fact.missing("none")
     return HostFacts(
         host="h",
         sglang_version=missing,

@@ -71,9 +71,28 @@ def test_json_schema_is_stable() -> None:
     assert "sk-fixture" not in p.stdout
 
 
-@pytest.mark.parametrize(("fail_on", "code"), [("error", 1), ("warning", 1), ("info", 1)])
-def test_fail_on_levels_on_demo(fail_on: str, code: int) -> None:
-    assert run("check", "--demo", "--fail-on", fail_on).returncode == code
+@pytest.mark.parametrize(
+    ("select", "fail_on", "code"),
+    [
+        # v0511: DFD131 fires at info, DFD107 at warning, nothing at error; each level is told
+        # apart from the one above it by the exit code.
+        ("DFD131", "error", 0),
+        ("DFD131", "warning", 0),
+        ("DFD131", "info", 1),
+        ("DFD107,DFD131", "error", 0),
+        ("DFD107,DFD131", "warning", 1),
+        ("DFD107,DFD131", "info", 1),
+    ],
+)
+def test_fail_on_levels(select: str, fail_on: str, code: int) -> None:
+    host = str(FIXTURE_HOSTS / "v0511")
+    p = run("check", "--host-dir", host, "--select", select, "--fail-on", fail_on)
+    assert p.returncode == code, p.stdout + p.stderr
+
+
+def test_fail_on_error_on_demo() -> None:
+    # the demo's seed finding (DFD103) is an error: it fails at the strictest level too
+    assert run("check", "--demo", "--fail-on", "error").returncode == 1
 
 
 def test_fail_on_warning_only_host() -> None:

@@ -109,8 +109,8 @@ def test_junit_structure(repo: Path) -> None:
     assert suite.get("failures") == "1" and suite.get("skipped") == str(len(skipped))
     assert suite.get("tests") == root.get("tests") == str(len(CATALOG))
     p = gate(repo, "--format", "junit", "--fail-on", "info")
-    failed = [c for c in ET.fromstring(p.stdout).iter("testcase") if c.find("failure") is not None]
-    assert len(failed) == 2 and p.returncode == 1
+    cases = [c for c in ET.fromstring(p.stdout).iter("testcase") if c.find("failure") is not None]
+    assert len(cases) == 2 and p.returncode == 1
 
 
 def test_same_exit_code_in_every_format(repo: Path, tmp_path: Path) -> None:

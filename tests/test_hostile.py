@@ -69,7 +69,7 @@ def write_drafter(d: Path, text: str | bytes) -> None:
     path.write_bytes(text)
 
 
-HOSTILE_DRAFTERS = {
+HOSTILE_DRAFTERS: dict[str, str | bytes] = {
     "nested": "[" * 3000 + "]" * 3000,  # was RecursionError
     "huge_int": '{"num_hidden_layers": ' + "9" * 5000 + "}",  # was ValueError (4,300 digits)
     "layers_1e9": '{"num_hidden_layers": 1e9, "num_attention_heads": 8, "hidden_size": 64}',
@@ -326,7 +326,7 @@ def test_ctrl_c_on_a_fleet_cancels_promptly(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        held = []
+        held: list[socket.socket] = []
         while len(held) < 6 and time.monotonic() < deadline:  # every host is connecting
             srv.settimeout(max(0.1, deadline - time.monotonic()))
             try:

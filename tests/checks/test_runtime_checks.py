@@ -8,19 +8,23 @@ args in `internal_states`, which `/set_internal_state` changes (managers/schedul
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from dflash_doctor.checks.base import CheckResult
 from dflash_doctor.facts.models import Fact, HostFacts, ServerRuntime
 from dflash_doctor.runner import run_checks
 from tests.conftest import drafter_cfg, host_facts, launch
 
 
-def runtime(states: list[dict[str, object]] | None = None, **args: object) -> ServerRuntime:
+def runtime(
+    states: Sequence[Mapping[str, object]] | None = None, /, **args: object
+) -> ServerRuntime:
     return ServerRuntime(
         url="http://127.0.0.1:30000",
         endpoint="/server_info",
         version="0.5.23",
         args=args,
-        internal_states=states if states is not None else [dict(args)],
+        internal_states=[dict(s) for s in states] if states is not None else [dict(args)],
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import random
 import re
 import resource
+from collections.abc import Iterator
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_one_gib_log_streams_in_bounded_memory() -> None:
     chunk = block * ((1 << 20) // len(block) + 1)
     n_chunks = (1 << 30) // len(chunk) + 1
 
-    def stream():  # type: ignore[no-untyped-def]
+    def stream() -> Iterator[bytes]:
         yield HEADER.encode()
         for _ in range(n_chunks):
             yield chunk

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_host, open_transport
 from dflash_doctor.prefetch_plan import bundle_config
 from dflash_doctor.transport import prefetch
+from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.prefetch import NO_SYSTEM_PYTHON, PrefetchTransport, fetch_answers
 from dflash_doctor.transport.ssh import SSHTransport
@@ -44,8 +45,9 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count remote executions and SFTP requests as the real client makes them."""
     seen: Counter[str] = Counter()
     open_channel = SSHTransport._open_channel
-    request = paramiko.SFTPClient._request
-    async_request = paramiko.SFTPClient._async_request
+    # private to paramiko (no stub): the two calls every SFTP request goes through
+    request = paramiko.SFTPClient._request  # type: ignore[attr-defined]
+    async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
 
     def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
         seen["exec"] += 1
@@ -76,8 +78,8 @@ def test_a_recorded_host_costs_one_remote_execution(tree: Path, sshd, ssh_option
 
 
 def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
-    sshd, ssh_options, trips, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    sshd: Any, ssh_options: Any, trips: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A bundle with no room for any file (its total bound 0): all reads fall back, and
     # the facts are still exactly the local ones. This pins what the bundle saves.
     monkeypatch.setitem(prefetch.LIMITS, "total", 0)
@@ -142,7 +144,7 @@ def test_answers_fail_like_the_transport(sshd, ssh_options, tmp_path: Path) -> N
     transport = open_transport(spec, ssh_options)
     try:
         t = PrefetchTransport(transport, bundle_config(spec))
-        cases = [
+        cases: list[Callable[[Transport], object]] = [
             (lambda x: x.read_file(str(tmp_path / "big.json"), max_bytes=10)),
             (lambda x: x.read_file(str(tmp_path / "nope"), max_bytes=10)),
             (lambda x: x.file_size(str(tmp_path / "fifo"))),
@@ -241,8 +243,8 @@ def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_optio
 
 
 def test_a_large_log_is_filtered_inside_the_bundle(
-    sshd, ssh_options, trips, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    sshd: Any, ssh_options: Any, trips: Counter[str], tmp_path: Path
+) -> None:
     import random
 
     from bench.gen_log import lines

@@ -19,7 +19,9 @@ def _no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_parse_target() -> None:
-    assert parse_target("bob@h:2222") == parse_target("bob@h:2222")
+    # a bare IPv6 literal has no port; brackets are needed to give one
+    t = parse_target("alice@::1")
+    assert (t.user, t.host, t.port) == ("alice", "::1", None)
     t = parse_target("bob@h:2222")
     assert (t.user, t.host, t.port) == ("bob", "h", 2222)
     t = parse_target("[::1]:22")
@@ -27,6 +29,8 @@ def test_parse_target() -> None:
     assert parse_target("gpu-a1").host == "gpu-a1"
     with pytest.raises(TransportError, match="bad port"):
         parse_target("h:99999")
+    with pytest.raises(TransportError, match="no host name"):
+        parse_target("bob@:22")
 
 
 def test_ssh_config_alias_resolution(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
