@@ -12,7 +12,11 @@ the CPU measured here is the tool's own. Printed, each with the load average:
    run: one task per read the gatherer makes (slurp a file, find a directory, stat a link),
    read from a trace of the gatherer itself. Targets: at most 0.3 s per host, at most 0.3x
    Ansible.
-2. `--jobs 64` over 200 host aliases: wall time and CPU per host, from which a 1,000-host
+2. A live host the same way: the stand-in SGLang server (fixtures/fake_sglang) running
+   here, checked over SSH serially, so its check also asks SGLang's own parser (the
+   server's Python, vetted by host_exec's rules) and the server's HTTP API: remote commands
+   and SFTP requests per host, seconds per host.
+3. `--jobs 64` over 200 host aliases: wall time and CPU per host, from which a 1,000-host
    fleet's cost is read off.
 """
 
@@ -46,6 +50,39 @@ from fixtures.sshd import SshServer, start_sshd
 
 def load() -> str:
     return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+class StandIn:
+    """The stand-in SGLang server (fixtures/fake_sglang) as a real process here."""
+
+    def __init__(self, work: Path) -> None:
+        import sys
+
+        from fixtures.sshd import free_port
+
+        models = work / "models"
+        shutil.copytree(DEMO_DIR / "models/Kimi-K2.6-DFlash", models / "drafter")
+        (models / "target").mkdir()
+        hub = DEMO_DIR / "data/hf/hub/models--moonshotai--Kimi-K2.6"
+        shutil.copy(next(hub.rglob("config.json")), models / "target/config.json")
+        self.log = work / "stand_in.log"
+        argv = [sys.executable, "-m", "sglang.launch_server"]
+        argv += ["--model-path", str(models / "target"), "--speculative-algorithm", "DFLASH"]
+        argv += ["--port", str(free_port())]
+        argv += ["--speculative-draft-model-path", str(models / "drafter")]
+        repo = Path(__file__).resolve().parent.parent
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo / "fixtures/fake_sglang")}
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30
+        while b"ready to roll" not in self.log.read_bytes():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"stand-in server did not start:\n{self.log.read_text()}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
 def _serve_proxy(target_port: int, delay_s: float, conn: Connection) -> None:
@@ -207,6 +244,26 @@ def timed(specs: list[HostSpec], opts: SSHOptions, jobs: int) -> float:
     return elapsed
 
 
+def live_host(work: Path, opts: SSHOptions, hosts: int, rtt: float) -> None:
+    """The stand-in server checked over SSH as a live host, serially: its check also runs
+    SGLang's own parse and asks the server over HTTP (both inside the one bundle)."""
+    stand_in = StandIn(work)
+    try:
+        live = [
+            HostSpec(name=f"live-{i}", address=f"wan-{i}", pid=stand_in.proc.pid)
+            for i in range(hosts)
+        ]
+        timed(live[:1], opts, 1)
+        trips = execs_per_host(live[:2], opts)
+        per = timed(live, opts, 1) / hosts
+        print(
+            f"live stand-in server at a {rtt:g} ms round trip (SGLang's own parse and its "
+            f"HTTP API too): {per:.3f} s per host, {dict(trips)} (target <= 0.3 s), {load()}"
+        )
+    finally:
+        stand_in.close()
+
+
 def cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -219,6 +276,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=64)
     ap.add_argument("--delay-ms", type=float, default=10.0, help="each way")
     ap.add_argument("--login-rc", action="store_true", help="let bash read root's ~/.bashrc")
+    ap.add_argument("--no-peer", action="store_true", help="skip Ansible and per-file SFTP")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dflash-fleet-"))
     # Root's ~/.bashrc on this machine runs `pyenv init` (about 0.4 s) for every remote
@@ -275,23 +333,31 @@ def main() -> None:
             f"so {near - (slow - near) / 0.1 * rtt / 1000:.3f} s of it is CPU and processes "
             f"at this load, {load()}"
         )
+        live_host(work, opts, args.hosts, rtt)
+        if args.no_peer:
+            serial_specs = []
         # The gatherer's own reads without the bundle (per-file SFTP, as before issue 15).
         from dflash_doctor import gather as gather_module
 
         bundled = gather_module.prefetching
         gather_module.prefetching = lambda spec, transport: transport
         try:
-            plain_trips = execs_per_host(serial_specs[:2], opts)
-            plain = timed(serial_specs[:5], opts, 1) / 5
+            if serial_specs:
+                plain_trips = execs_per_host(serial_specs[:2], opts)
+                plain = timed(serial_specs[:5], opts, 1) / 5
+                print(
+                    f"  without the bundle (per-file SFTP): {plain:.3f} s per host, "
+                    f"{dict(plain_trips)}; ratio {serial / plain:.2f}, {load()}"
+                )
         finally:
             gather_module.prefetching = bundled
-        print(
-            f"  without the bundle (per-file SFTP): {plain:.3f} s per host, {dict(plain_trips)}; "
-            f"ratio {serial / plain:.2f}, {load()}"
-        )
         tasks = ansible_tasks(base)
-        peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
-        if peer is None:
+        peer = None
+        if not args.no_peer:
+            peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
+        if args.no_peer:
+            print("--no-peer: Ansible not run")
+        elif peer is None:
             print("ansible-playbook not installed (pip install .[bench]): no Ansible peer")
         else:
             per = peer / args.hosts
@@ -301,6 +367,8 @@ def main() -> None:
                 f"{load()}"
             )
         fleet = specs(args.fleet)
+        if not fleet:
+            return
         cpu = cpu_seconds()
         wall = timed(fleet, opts, args.jobs)
         cpu = cpu_seconds() - cpu

@@ -64,6 +64,8 @@ _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
+# What the host's Python says its sglang is, when no single dist-info tells.
+VERSION_QUERY = "import importlib.metadata as m; print(m.version('sglang'))"
 # How much of a runtime-kept log (`docker logs`, `kubectl logs`) is read: its last lines.
 RUNTIME_LOG_TAIL_LINES = 200_000
 
@@ -453,10 +455,7 @@ class Gatherer:
 
     def _version_by_running(self, python: str) -> str:
         prefix = self.exec.prefix(python, pid=self.pid, env=self.environ)
-        res = self.t.run(
-            [*prefix, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
-            timeout=30,
-        )
+        res = self.t.run([*prefix, "-c", VERSION_QUERY], timeout=30)
         text = res.stdout.decode("utf-8", "replace").strip()
         if not res.ok or parse_version(text) is None:
             raise FactError("sglang is not installed for this Python")

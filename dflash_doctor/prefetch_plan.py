@@ -33,6 +33,8 @@ LOG_FILTER_SCRIPT = "facts/log_filter.py"
 BUNDLE_MODULES = {
     "host_exec_rules": "host_exec_rules.py",
     "server_address": "facts/server_address.py",
+    # The HTTP client, run in the bundle's own process (live hosts only).
+    "server_http": "facts/server_http.py",
 }
 # Commands a live host is asked during gathering whatever it runs: answered from the bundle
 # (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
@@ -96,7 +98,11 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
         "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
         "limits": dict(LIMITS),
-        "modules": {name: script_source(path) for name, path in BUNDLE_MODULES.items()},
+        "modules": {
+            name: script_source(path)
+            for name, path in BUNDLE_MODULES.items()
+            if live or name != "server_http"
+        },
         # Vet the system python3 for the log filter when the log is filtered here.
         "log_filter_python": True,
         # gather.native: SGLang's own parse of the launch, with the server's Python.
@@ -106,6 +112,8 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         }
         if live
         else None,
+        # gather._version_by_running, unless the version is declared.
+        "version_query": gather.VERSION_QUERY if live and not spec.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
             "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],

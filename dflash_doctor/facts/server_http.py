@@ -236,7 +236,12 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    req = json.loads(sys.argv[1])
+    sys.stdout.write(answer(json.loads(sys.argv[1])) + "\n")
+    return 0
+
+
+def answer(req: dict[str, Any]) -> str:
+    """The JSON answer to one request (the bundle calls this in its own process)."""
     c = Client(req)
     out = []
     for op in req.get("ops") or []:
@@ -264,8 +269,7 @@ def main() -> int:
     for secret in (c.key, c.admin_key):
         if secret:
             text = text.replace(secret, "***")
-    sys.stdout.write(text + "\n")
-    return 0
+    return text
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ not look secret); a withheld value reads as a bare NAME with no `=`.
 
 from __future__ import annotations
 
+import _thread
 import binascii
 import contextlib
 import json
@@ -89,6 +90,12 @@ class Bundle:
         self.architectures: list[str] = []
         self.modules = load_modules(cfg.get("modules") or {})
         self._rules: Any = None
+        # `_thread`, not `threading`: built in, so a recorded tree's bundle imports nothing.
+        self.lock = _thread.allocate_lock()
+        self.pending: list[Any] = []
+        # Python -> the sglang versions of the dist-infos beside it (gather asks the
+        # interpreter itself unless there is exactly one).
+        self.dist_versions: dict[str, set[str]] = {}
 
     # -- paths and budget -----------------------------------------------------------------
 
@@ -207,15 +214,17 @@ class Bundle:
         import subprocess  # only a live host runs commands: a recorded tree starts faster
 
         key = tuple(argv)
-        for done in self.runs:  # asked twice (host_exec's `id -u`): one answer
-            if tuple(done["argv"]) == key:
-                return done["rc"], done["raw"]
+        with self.lock:
+            for done in self.runs:  # asked twice (host_exec's `id -u`): one answer
+                if tuple(done["argv"]) == key:
+                    return done["rc"], done["raw"]
         shell = os.environ.get("SHELL") or "/bin/sh"
         command = argv
         bounded = self.cfg.get("bounded_script")
         if bounded:  # wrapped as the SSH transport wraps it (transport/base.bounded_on_host)
             limit = int(timeout) + int(self.cfg.get("host_grace", 2))
             command = ["sh", "-c", bounded, "sh", str(limit), *argv]
+        began = time.monotonic()
         try:
             proc = subprocess.run(
                 [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in command)],
@@ -230,12 +239,47 @@ class Bundle:
         if len(out) + len(err) > self.limits["command_output"]:
             return None
         packed = (_pack(out), _pack(err))
-        if not self._spend(len(packed[0]) + len(packed[1])):
-            return None
-        self.runs.append(
-            {"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1], "raw": out}
-        )
+        with self.lock:
+            if not self._spend(len(packed[0]) + len(packed[1])):
+                return None
+            done = {"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1]}
+            done["seconds"] = round(time.monotonic() - began, 4)  # where a host's time goes
+            self.runs.append({**done, "raw": out})
         return proc.returncode, out
+
+    def background(self, argv: list[str], timeout: float) -> None:
+        """`run` in a thread: the host's slow answers (nvidia-smi, the interpreters) overlap;
+        `wait` joins them before the bundle is printed."""
+        import threading
+
+        worker = threading.Thread(target=self.run, args=(argv, timeout), daemon=True)
+        worker.start()
+        self.pending.append(worker)
+
+    def in_process(self, argv: list[str], answer: Any, request: str) -> None:
+        """Our own stdlib script (`python3 -c SOURCE REQUEST`), answered by this process in a
+        thread instead: the doctor's user either way, and the same output under any
+        Python; the host is spared starting another interpreter."""
+        import threading
+
+        def work() -> None:
+            try:
+                out = (answer(json.loads(request)) + "\n").encode()
+            except Exception:  # a real call then answers
+                return
+            packed = (_pack(out), _pack(b""))
+            with self.lock:
+                if self._spend(len(packed[0]) + len(packed[1])):
+                    self.runs.append({"argv": argv, "rc": 0, "out": packed[0], "err": packed[1]})
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        self.pending.append(worker)
+
+    def wait(self) -> None:
+        for worker in self.pending:
+            worker.join()
+        self.pending = []
 
     def stream(self, script: str, source: str, args: list[str], timeout: float) -> None:
         """Run a shipped script with this interpreter; recorded as `python -c SOURCE ARGS`."""
@@ -401,12 +445,14 @@ class Bundle:
 
         Every site directory is listed, as gather does: two sglang dist-infos are ambiguous."""
         lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), "lib")
+        versions = self.dist_versions.setdefault(python, set())
         for py in [d for d in self.listdir(lib) or [] if d.startswith("python3")]:
             for sub in ("site-packages", "dist-packages"):
                 site = posixpath.join(lib, py, sub)
                 entries = self.listdir(site) or []
                 found = [e for e in entries if re.fullmatch(r"sglang-([^-]+)\.dist-info", e)]
                 for entry in found:
+                    versions.add(entry[len("sglang-") : -len(".dist-info")])
                     self.read(posixpath.join(site, entry, "METADATA"), self.limits["file"])
                     for rel in self.cfg.get("site_files", []):
                         self.read(posixpath.join(site, rel), self.limits["source"])
@@ -449,6 +495,8 @@ class Bundle:
 
     def gather(self) -> None:
         cfg = self.cfg
+        if cfg.get("nvidia_smi"):
+            self.background(cfg["nvidia_smi"], 20)  # often the slowest answer: started first
         mine = self.own_pids() if not cfg.get("recorded") else set()
         servers: list[tuple[int, list[str], int, dict[str, str]]] = []
         envs: list[dict[str, str]] = [{}]
@@ -498,8 +546,6 @@ class Bundle:
                     log = target
                     break
         streamed = self.log(log) if log else False
-        if cfg.get("nvidia_smi"):
-            self.run(cfg["nvidia_smi"], 20)
         for argv in cfg.get("commands", []):
             self.run(argv, 10)
         if cfg.get("gpu_capture"):
@@ -510,6 +556,7 @@ class Bundle:
             self.ask_log_filter_python(None if cfg.get("recorded") else server)
         if server is not None and not cfg.get("recorded"):
             self.ask_server(*server)
+        self.wait()
 
     # -- what gathering then asks the host's interpreters --------------------------------
 
@@ -561,13 +608,21 @@ class Bundle:
             prefix = self.prefix(python, pid, passed)
             if prefix is not None:
                 server_argv = argv[start:]
-                self.run([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
+                self.background([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
+        query = cfg.get("version_query")
+        python = cfg.get("python") or next((a for a in argv[: start - 1] if PYTHON.search(a)), None)
+        if query and python and len(self.dist_versions.get(python, ())) != 1:
+            # gather._version_by_running: no single sglang dist-info beside the Python.
+            passed = {k: env[k] for k in native["env_keys"] if k in env} if native else {}
+            prefix = self.prefix(python, pid, passed)
+            if prefix is not None:
+                self.background([*prefix, "-c", query], 30)
         http = cfg.get("server_http")
         if http:
             where = self.modules["server_address"]
             address = where.server_address(argv, http.get("health_url"))
             request = where.http_request(address, pid, http["ops"], http["timeout"])
-            self.run([*http["head"], request], where.http_timeout(http["ops"], http["timeout"]))
+            self.in_process([*http["head"], request], self.modules["server_http"].answer, request)
 
     def answer(self, started: float) -> dict[str, Any]:
         files = {}

@@ -210,6 +210,25 @@ def _fingerprint(key: paramiko.PKey) -> str:
     return f"{key.get_name()} SHA256:{base64.b64encode(digest).decode().rstrip('=')}"
 
 
+def _exec_request(chan: paramiko.Channel, command: str) -> None:
+    """Start `command` on an open channel without waiting a round trip for the server's
+    reply: paramiko's `exec_command` waits for it, yet a refusal closes the channel anyway
+    (paramiko Channel._request_failed), which the reader sees as a command with no exit
+    status. One round trip less per command (20 ms of a 20 ms-away host's check)."""
+    transport = chan.get_transport()
+    send = getattr(transport, "_send_user_message", None)
+    if send is None or not hasattr(chan, "remote_chanid"):
+        chan.exec_command(command)  # another paramiko: its own, waiting way
+        return
+    m = paramiko.Message()
+    m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string("exec")
+    m.add_boolean(True)
+    m.add_string(command)
+    send(m)
+
+
 class SSHTransport(HostCommands):
     """One SSH connection to one host; commands, SFTP file access, streaming output."""
 
@@ -373,7 +392,7 @@ class SSHTransport(HostCommands):
             chan = transport.open_session(timeout=timeout)
             chan.settimeout(timeout)
             # One argv, quoted for the remote shell: nothing from a host is interpolated raw.
-            chan.exec_command(shlex.join(bounded_on_host(argv, timeout)))
+            _exec_request(chan, shlex.join(bounded_on_host(argv, timeout)))
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise HostUnreachable(f"{self.host}: cannot run {argv[0]}: {e}") from None
         return chan
