@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,9 +50,9 @@ def window(port: int) -> object:
 
 
 def test_docker_run_container_is_recreated_verified_and_rolled_back(
-    sglang_container, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    name, port = str(sglang_container["name"]), int(sglang_container["port"])  # type: ignore[call-overload]
+    sglang_container: dict[str, Any], tmp_path: Path
+) -> None:
+    name, port = str(sglang_container["name"]), int(sglang_container["port"])
     fix = fixer(tmp_path / "state")
     before = inspect(name)
     p = fix(f"docker://{name}")
@@ -164,8 +165,8 @@ def compose_service(docker_image: str, tmp_path: Path) -> Iterator[dict[str, obj
 
 
 def test_compose_container_is_fixed_through_its_compose_file(
-    compose_service, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    compose_service: dict[str, Any], tmp_path: Path
+) -> None:
     name, port, compose = compose_service["name"], compose_service["port"], compose_service["file"]
     fix = fixer(tmp_path / "state")
     original = compose.read_bytes()
