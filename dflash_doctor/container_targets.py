@@ -2,9 +2,9 @@
 
 - `docker://CONTAINER`: a container of this machine's Docker engine;
 - `docker://[user@]host[:port]/CONTAINER`: a container of the engine on an SSH host;
-- `k8s://NAMESPACE/POD[/CONTAINER]` (also `kubernetes://`): a pod, through `kubectl` with the
-  user's kubeconfig and context (`--kubeconfig` / `--kube-context`, or an inventory entry's
-  `kubeconfig:` / `kube_context:`).
+- `k8s://[CONTEXT@]NAMESPACE/POD[/CONTAINER]` (also `kubernetes://`): a pod, through `kubectl`
+  with the user's kubeconfig (KUBECONFIG, or an inventory entry's `kubeconfig:`) and context
+  (the current one, the CONTEXT given, or an inventory entry's `kube_context:`).
 
 Each name is checked here (and again by its transport): none may start with '-', so none can
 be read as an option by `docker` or `kubectl`.
@@ -51,9 +51,12 @@ def parse_container_target(text: str) -> dict[str, str]:
         return fields
     for scheme in K8S_SCHEMES:
         if text.startswith(scheme):
-            parts = text[len(scheme) :].split("/")
+            context, _, path = text[len(scheme) :].rpartition("@")
+            parts = path.split("/")
             if len(parts) not in (2, 3) or not all(parts):
-                raise UsageError(f"{text}: give k8s://NAMESPACE/POD[/CONTAINER]")
+                raise UsageError(f"{text}: give k8s://[CONTEXT@]NAMESPACE/POD[/CONTAINER]")
+            if context.startswith("-") or any(c in context for c in "\0\n"):
+                raise UsageError(f"{text}: {context!r} is not a kubeconfig context name")
             fields = {
                 "name": text,
                 "namespace": check_k8s_name(parts[0], "namespace"),
@@ -61,5 +64,7 @@ def parse_container_target(text: str) -> dict[str, str]:
             }
             if len(parts) == 3:
                 fields["container"] = check_k8s_name(parts[2], "container")
+            if context:
+                fields["kube_context"] = context
             return fields
     raise UsageError(f"{text}: not a docker:// or k8s:// target")

@@ -54,7 +54,8 @@ class Inventory(BaseModel):
             reserved = sorted(k for k in ("name", "invalid") if k in settings)
             if reserved:
                 raise UsageError(f"inventory host {name!r}: {', '.join(reserved)} is not a key")
-            if "address" not in settings and name not in LOCAL_NAMES:
+            # A pod is reached through this machine's kubectl, never an SSH host of its name.
+            if "address" not in settings and name not in LOCAL_NAMES and "pod" not in settings:
                 settings["address"] = name
             if self.source_path is not None:
                 settings["inventory_file"] = self.source_path

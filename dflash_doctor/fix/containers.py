@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any, cast
@@ -26,7 +27,7 @@ from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.launch import parse_argv, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.apply import Applier
-from dflash_doctor.fix.edits import EDITABLE
+from dflash_doctor.fix.edits import EDITABLE, edit_argv
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import FixOutcome, FixReport, PlanView
 from dflash_doctor.gather import gather
@@ -92,7 +93,10 @@ def _kubernetes(
     )
     if not plan.changes or plan.new_argv is None:
         return FixReport(host=spec.name, outcome="planned", plan=_view(plan))
-    new_argv = redact_argv(plan.new_argv)
+    # The pod's own words, edited (the parsed launch has its secrets hidden), then redacted
+    # for showing.
+    raw_argv = edit_argv(pod.argv, plan.edits)
+    new_argv = _redact_keeping_references(raw_argv)
     notes = list(plan.notes)
     owner = t.owner()
     if owner is None:
@@ -106,7 +110,7 @@ def _kubernetes(
         ops = patch_ops(kind, obj, pod, new_argv)
         intro = f"change {kind.kind} {kind.name} (it owns pod {pod.name}) with"
         command = shlex.join(patch_command(t.target, kind, ops))
-    if new_argv != plan.new_argv:
+    if new_argv != raw_argv:
         notes.append(
             "secret values are shown as ***: put the real ones (better, a secretKeyRef) "
             "before applying"
@@ -121,6 +125,17 @@ def _kubernetes(
             "above through your usual pipeline",
         )
     return FixReport(host=spec.name, outcome="planned", plan=view)
+
+
+# A Kubernetes dependent variable, `$(NAME)`: the secret stays in the cluster, the word is not one.
+_ENV_REFERENCE = re.compile(r"(--[A-Za-z0-9_-]{1,128}=)?\$\([A-Za-z_][A-Za-z0-9_]{0,127}\)")
+
+
+def _redact_keeping_references(argv: list[str]) -> list[str]:
+    redacted = redact_argv(argv)
+    if len(redacted) != len(argv):
+        return redacted
+    return [a if _ENV_REFERENCE.fullmatch(a) else r for a, r in zip(argv, redacted, strict=True)]
 
 
 # -- Docker -------------------------------------------------------------------------------
@@ -280,9 +295,12 @@ class DockerFix:
         )
         if not plan.changes or plan.new_argv is None:
             return FixReport(host=self.spec.name, outcome="planned", plan=_view(plan))
+        # The container's own words, edited: the parsed launch has its secrets hidden, and
+        # the recreated container must get the real ones.
+        new_argv = edit_argv(info.argv, plan.edits)
         self.view = _view(
             plan,
-            command=shlex.join(docker_run_command(info.raw, plan.new_argv)),
+            command=shlex.join(docker_run_command(info.raw, new_argv)),
             command_intro=f"container {info.name} was started by docker run: start it with",
             relaunch=f"--apply recreates {info.name} with every other setting kept "
             "(backup: its docker inspect JSON)",
@@ -298,9 +316,7 @@ class DockerFix:
             )
         backup = self._backup(info.raw)
         self.steps.append(f"backup: {backup}")
-        return self._recreate(
-            engine, info.raw, plan.new_argv, plan, f"applied to container {info.name}"
-        )
+        return self._recreate(engine, info.raw, new_argv, plan, f"applied to container {info.name}")
 
     def _engine(self) -> Any:
         from dflash_doctor.transport.docker_engine import Engine, engine_socket

@@ -10,6 +10,8 @@ import pytest
 from fixtures.containers import docker_host
 from fixtures.sshd import free_port
 
+ADMIN_KEY = "sk-admin-dockersecret"
+
 
 @pytest.fixture(scope="session")
 def docker_image() -> Iterator[str]:
@@ -27,7 +29,8 @@ def sglang_container(docker_image: str) -> Iterator[dict[str, object]]:
     """The stand-in SGLang 0.5.13 serving the seed scenario inside a container."""
     name = f"dfd-sglang-{os.getpid()}-{free_port()}"
     port = free_port()
-    docker_host.start(name, docker_image, port)
+    # A secret in the command: never shown, and the recreated container must get it back.
+    docker_host.start(name, docker_image, port, "--admin-api-key", ADMIN_KEY)
     try:
         docker_host.wait_healthy(name, port)
         yield {"name": name, "port": port, "image": docker_image}

@@ -24,6 +24,7 @@ from dflash_doctor.transport.docker import (
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.rooted import RootedFiles
 from fixtures.containers import docker_host
+from tests.containers.conftest import ADMIN_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,8 @@ def doctor(*args: str) -> subprocess.CompletedProcess[str]:
 def test_check_reads_the_server_where_the_container_sees_it(sglang_container) -> None:  # type: ignore[no-untyped-def]
     p = doctor("check", f"docker://{sglang_container['name']}", "--format", "json")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "hf_containersecret" not in p.stdout + p.stderr
+    for secret in ("hf_containersecret", ADMIN_KEY):
+        assert secret not in p.stdout + p.stderr
     (host,) = json.loads(p.stdout)["hosts"]
     assert host["error"] is None
     facts = host["facts"]

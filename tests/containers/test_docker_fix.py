@@ -16,6 +16,7 @@ import pytest
 
 from fixtures.containers import docker_host
 from fixtures.sshd import free_port
+from tests.containers.conftest import ADMIN_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,7 @@ def test_docker_run_container_is_recreated_verified_and_rolled_back(
     assert "docker run --detach" in p.stdout and "--network=host" in p.stdout
     assert "--speculative-draft-window-size 2048" in p.stdout
     assert "hf_containersecret" not in p.stdout and "HF_TOKEN=***" in p.stdout
+    assert ADMIN_KEY not in p.stdout and "--admin-api-key '***'" in p.stdout
     assert inspect(name)["Id"] == before["Id"]  # a dry run changes nothing
 
     p = fix(f"docker://{name}", "--apply", "--yes")
@@ -75,6 +77,8 @@ def test_docker_run_container_is_recreated_verified_and_rolled_back(
     for key in ("Env", "Labels", "Image", "Entrypoint"):
         assert after["Config"][key] == before["Config"][key]
     assert after["Config"]["Cmd"][-2:] == ["--speculative-draft-window-size", "2048"]
+    assert after["Config"]["Cmd"][:-2] == before["Config"]["Cmd"]  # the real secret kept
+    assert ADMIN_KEY not in p.stdout
     (backup,) = (tmp_path / "state/docker").glob(f"{name}.*.inspect.json")
     assert json.loads(backup.read_text())["Id"] == before["Id"]
     assert oct(backup.stat().st_mode & 0o777) == "0o600"  # it holds the container's secrets
