@@ -228,8 +228,8 @@ def _resolved_window(
     return raw, "sliding_window"
 
 
-def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
-    obj = _load_object(data)
+def _drafter_shape(obj: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """(layers, heads, hidden size, KV heads, head_dim), each positive and bounded."""
     num_layers = _req_int(obj, "num_hidden_layers")
     heads = _req_int(obj, "num_attention_heads")
     hidden = _req_int(obj, "hidden_size")
@@ -239,29 +239,30 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         raise FactError("layer, head and head_dim counts must be positive")
     if num_layers > MAX_LAYERS:
         raise FactError(f"num_hidden_layers {num_layers} is more than {MAX_LAYERS}")
+    return num_layers, heads, hidden, kv_heads, head_dim
+
+
+def _use_sliding_window(obj: dict[str, Any]) -> bool:
     use_sw = obj.get("use_sliding_window")
     if use_sw is None:
-        use_sw = False  # absent or null: the Qwen3Config default
+        return False  # absent or null: the Qwen3Config default
     if not isinstance(use_sw, bool):
         raise FactError(f"key 'use_sliding_window' should be true or false, got {use_sw!r}")
-    model_type = obj.get("model_type") if isinstance(obj.get("model_type"), str) else None
-    sliding_window = _int(obj, "sliding_window")
-    if sliding_window is not None and sliding_window < 0:
-        raise FactError(f"sliding_window {sliding_window} is negative")
-    max_window_layers = _int(obj, "max_window_layers")
-    dflash = obj.get("dflash_config") or {}
-    if not isinstance(dflash, dict):
-        raise FactError("key 'dflash_config' should be an object")
-    window, window_source = _resolved_window(model_type, obj, use_sw)
-    swa = _int(dflash, "swa_window_size")
-    if window is None and swa is not None and is_nemotron_35_draft(obj, dflash):
-        # SGLang 0.5.19+ reads it when sliding_window is absent: dflash_utils.py
-        # get_dflash_attention_sliding_window_size (0.5.19:418, 0.5.23:409-410).
-        window, window_source = swa, "dflash_config.swa_window_size"
+    return use_sw
+
+
+def _drafter_layer_types(
+    obj: dict[str, Any],
+    model_type: str | None,
+    num_layers: int,
+    window: int | None,
+    use_sw: bool,
+) -> tuple[list[str], str]:
+    """The layer types as written, else as transformers derives them; and where from."""
     layer_types = _str_list(obj, "layer_types")
-    derived = layer_types is None
     source = "config"
     if layer_types is None:
+        max_window_layers = _int(obj, "max_window_layers")
         if model_type == "qwen3":
             source = "qwen3"
             layer_types = derive_layer_types(
@@ -286,20 +287,43 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     unknown = sorted({t for t in layer_types} - {"sliding_attention", "full_attention"})
     if unknown:
         raise FactError(f"layer_types has unknown attention types {unknown}")
+    return layer_types, source
 
-    block_size = _int(dflash, "block_size")
-    block_key = "dflash_config.block_size" if block_size is not None else None
-    if block_size is None:
-        block_size = _int(obj, "block_size")
-        block_key = "block_size" if block_size is not None else None
-    # SGLang reads dflash_config first, then the top level, for both num_target_layers and
-    # block_size: speculative/dflash_utils.py parse_dflash_draft_config (0.5.11:323-337,
-    # 0.5.14:480-493, 0.5.23:598-612).
-    num_target_layers = _int(dflash, "num_target_layers")
-    ntl_key = "dflash_config.num_target_layers" if num_target_layers is not None else None
-    if num_target_layers is None:
-        num_target_layers = _int(obj, "num_target_layers")
-        ntl_key = "num_target_layers" if num_target_layers is not None else None
+
+def _dflash_first(
+    dflash: dict[str, Any], obj: dict[str, Any], key: str
+) -> tuple[int | None, str | None]:
+    """A key read from dflash_config first, then the top level, as SGLang reads
+    num_target_layers and block_size: speculative/dflash_utils.py parse_dflash_draft_config
+    (0.5.11:323-337, 0.5.14:480-493, 0.5.23:598-612). The value and the key it came from."""
+    value = _int(dflash, key)
+    if value is not None:
+        return value, f"dflash_config.{key}"
+    value = _int(obj, key)
+    return value, key if value is not None else None
+
+
+def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
+    obj = _load_object(data)
+    num_layers, heads, hidden, kv_heads, head_dim = _drafter_shape(obj)
+    use_sw = _use_sliding_window(obj)
+    model_type = obj.get("model_type") if isinstance(obj.get("model_type"), str) else None
+    sliding_window = _int(obj, "sliding_window")
+    if sliding_window is not None and sliding_window < 0:
+        raise FactError(f"sliding_window {sliding_window} is negative")
+    dflash = obj.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise FactError("key 'dflash_config' should be an object")
+    window, window_source = _resolved_window(model_type, obj, use_sw)
+    swa = _int(dflash, "swa_window_size")
+    if window is None and swa is not None and is_nemotron_35_draft(obj, dflash):
+        # SGLang 0.5.19+ reads it when sliding_window is absent: dflash_utils.py
+        # get_dflash_attention_sliding_window_size (0.5.19:418, 0.5.23:409-410).
+        window, window_source = swa, "dflash_config.swa_window_size"
+    derived = _str_list(obj, "layer_types") is None
+    layer_types, source = _drafter_layer_types(obj, model_type, num_layers, window, use_sw)
+    block_size, block_key = _dflash_first(dflash, obj, "block_size")
+    num_target_layers, ntl_key = _dflash_first(dflash, obj, "num_target_layers")
     dtype = obj.get("torch_dtype", obj.get("dtype"))
     context = context_length_of(obj)
     return DrafterConfig(
@@ -316,7 +340,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         vocab_size=_int(obj, "vocab_size"),
         sliding_window=sliding_window,
         use_sliding_window=use_sw,
-        max_window_layers=max_window_layers,
+        max_window_layers=_int(obj, "max_window_layers"),
         layer_types=layer_types,
         layer_types_derived=derived,
         block_size=block_size,

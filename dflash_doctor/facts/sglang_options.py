@@ -372,8 +372,6 @@ def merge_config(
     argv: list[str], parser: argparse.ArgumentParser, variant: int, read: Callable[[str], bytes]
 ) -> list[str]:
     """`ConfigArgumentMerger.merge_config_with_args` of the release (variant 1, 2 or 3)."""
-    import yaml
-
     indices = [i for i, a in enumerate(argv) if a == "--config"]
     if not indices:
         return argv
@@ -382,7 +380,17 @@ def merge_config(
     at = indices[0]
     if at == len(argv) - 1:
         raise _Refused("ValueError: No config file specified after --config flag!")
-    path = argv[at + 1]
+    doc = _load_config(argv[at + 1], read)
+    actions = [a for a in parser._actions if a.option_strings]
+    store_true = {k for a in actions if _is_store_true(a) for k in _config_keys(a, variant)}
+    merged = _config_argv(doc, _unsupported(actions, variant), store_true, variant)
+    return merged + argv[:at] + argv[at + 2 :]
+
+
+def _load_config(path: str, read: Callable[[str], bytes]) -> dict[Any, Any]:
+    """The `--config` YAML file as SGLang accepts it: a mapping in a .yaml or .yml file."""
+    import yaml
+
     suffix = path.rsplit("/", 1)[-1]
     suffix = "." + suffix.rsplit(".", 1)[1] if "." in suffix else ""
     if suffix.lower() not in (".yaml", ".yml"):
@@ -399,41 +407,55 @@ def merge_config(
     _check_size(doc, path)
     if not isinstance(doc, dict):
         raise _Refused("ValueError: Config file must contain a dictionary at root level")
+    return doc
 
-    def keys(action: argparse.Action) -> set[str]:
-        if variant < 3:
-            return {action.dest}
-        return {action.dest} | {
-            o[2:].replace("-", "_") for o in action.option_strings if o.startswith("--")
-        }
 
-    def is_store(a: argparse.Action) -> bool:
-        return isinstance(a, argparse._StoreAction)
+def _config_keys(action: argparse.Action, variant: int) -> set[str]:
+    """The config keys that name an option: its dest, and from variant 3 its long spellings."""
+    if variant < 3:
+        return {action.dest}
+    return {action.dest} | {
+        o[2:].replace("-", "_") for o in action.option_strings if o.startswith("--")
+    }
 
-    def is_store_true(a: argparse.Action) -> bool:
-        return isinstance(a, argparse._StoreTrueAction)
 
-    actions = [a for a in parser._actions if a.option_strings]
-    store_true = {k for a in actions if is_store_true(a) for k in keys(a)}
+def _is_store(a: argparse.Action) -> bool:
+    return isinstance(a, argparse._StoreAction)
+
+
+def _is_store_true(a: argparse.Action) -> bool:
+    return isinstance(a, argparse._StoreTrueAction)
+
+
+def _unsupported(actions: list[argparse.Action], variant: int) -> dict[str, argparse.Action]:
+    """The config keys the release refuses, with the action each names."""
     excluded = ("--config", "--help", "-h")
     if variant < 3:
-        unsupported = {
+        return {
             a.dest: a
             for a in actions
-            if not is_store_true(a)
-            and not is_store(a)
+            if not _is_store_true(a)
+            and not _is_store(a)
             and not any(o in a.option_strings for o in excluded)
         }
-    else:
-        supported = [a for a in actions if is_store_true(a) or is_store(a) or a.nargs is None]
-        supported_keys = {k for a in supported for k in keys(a)}
-        unsupported = {
-            k: a
-            for a in actions
-            if a not in supported and not any(o in a.option_strings for o in excluded)
-            for k in keys(a)
-            if k not in supported_keys
-        }
+    supported = [a for a in actions if _is_store_true(a) or _is_store(a) or a.nargs is None]
+    supported_keys = {k for a in supported for k in _config_keys(a, variant)}
+    return {
+        k: a
+        for a in actions
+        if a not in supported and not any(o in a.option_strings for o in excluded)
+        for k in _config_keys(a, variant)
+        if k not in supported_keys
+    }
+
+
+def _config_argv(
+    doc: dict[Any, Any],
+    unsupported: dict[str, argparse.Action],
+    store_true: set[str],
+    variant: int,
+) -> list[str]:
+    """The config's keys as the command-line words SGLang puts before the rest."""
     merged: list[str] = []
     for key, value in list(doc.items())[:4096]:
         key = str(key)
@@ -454,7 +476,7 @@ def merge_config(
             merged += [f"--{key}", json.dumps(value)]
         else:
             merged += [f"--{key}", str(value)]
-    return merged + argv[:at] + argv[at + 2 :]
+    return merged
 
 
 def _check_size(doc: Any, path: str, budget: int = 100_000) -> None:

@@ -137,6 +137,64 @@ def placeholders(word: str) -> str:
     return re.sub(f"{LOST}([^{LOST}]*){LOST}", lambda m: shown(m.group(1)), word)
 
 
+class _Words:
+    """The words of one simple command as they are scanned, with the line each starts on."""
+
+    def __init__(self, first: int) -> None:
+        self.words: list[str] = []
+        self.lines: list[int] = []
+        self.arrays: list[tuple[str, bool, list[str]]] = []
+        self.cur: str | None = None  # the word being built
+        self.cur_line = first
+        self.first = first  # where the command starts when it has no word yet
+
+    def any(self) -> bool:
+        return bool(self.words or self.arrays)
+
+    def command(self, last: int) -> Command:
+        first = self.lines[0] if self.lines else self.first
+        return Command(self.words, self.lines, first, last, self.arrays)
+
+    def end_word(self) -> None:
+        if self.cur is not None:
+            if len(self.cur) > MAX_WORD or len(self.words) >= MAX_WORDS:
+                raise FactError("launch command too large")
+            self.words.append(self.cur)
+            self.lines.append(self.cur_line)
+            self.cur = None
+
+    def add(self, text: str, line: int) -> None:
+        if self.cur is None:
+            self.cur_line = line
+            self.cur = ""
+        self.cur += text
+
+    def add_fields(self, value: str | list[str], quoted: bool, line: int) -> None:
+        """An expansion's value: an array's items are words; unquoted text is split."""
+        if isinstance(value, list):
+            if not value:
+                return
+            self.add(value[0], line)
+            for item in value[1:]:
+                self.end_word()
+                self.add(item, line)
+            return
+        if quoted or LOST in value or (self.cur is not None and _ASSIGN.match(self.cur)):
+            self.add(value, line)  # quoted, or an assignment's value: no word splitting in bash
+            return
+        parts = value.split()
+        if not parts:
+            return
+        if value[:1].isspace():
+            self.end_word()
+        self.add(parts[0], line)
+        for part in parts[1:]:
+            self.end_word()
+            self.add(part, line)
+        if value[-1:].isspace():
+            self.end_word()
+
+
 class _Scanner:
     def __init__(self, text: str, env: Env) -> None:
         self.t = text
@@ -276,178 +334,160 @@ class _Scanner:
 
     def commands(self) -> list[Command] | None:
         """The next simple command (as a one-item list), or None at the end of the text."""
-        words: list[str] = []
-        lines: list[int] = []
-        arrays: list[tuple[str, bool, list[str]]] = []
-        cur: str | None = None
-        cur_line = self.line
-        first = self.line
-        t = self.t
-
-        def end_word() -> None:
-            nonlocal cur
-            if cur is not None:
-                if len(cur) > MAX_WORD or len(words) >= MAX_WORDS:
-                    raise FactError("launch command too large")
-                words.append(cur)
-                lines.append(cur_line)
-                cur = None
-
-        def add(text: str) -> None:
-            nonlocal cur, cur_line
-            if cur is None:
-                cur_line = self.line
-                cur = ""
-            cur += text
-
-        def add_fields(value: str | list[str], quoted: bool) -> None:
-            nonlocal cur
-            if isinstance(value, list):
-                if not value:
-                    return
-                add(value[0])
-                for item in value[1:]:
-                    end_word()
-                    add(item)
-                return
-            if quoted or LOST in value or (cur is not None and _ASSIGN.match(cur)):
-                add(value)  # quoted, or an assignment's value: no word splitting in bash
-                return
-            parts = value.split()
-            if not parts:
-                return
-            if value[:1].isspace():
-                end_word()
-            add(parts[0])
-            for part in parts[1:]:
-                end_word()
-                add(part)
-            if value[-1:].isspace():
-                end_word()
-
+        w = _Words(self.line)
         while self.i < self.n:
-            c = t[self.i]
-            if c == "\\":
-                if self.i + 1 < self.n and t[self.i + 1] == "\n":
-                    self.i += 2
-                    self.line += 1
-                    continue
-                if self.i + 1 < self.n:
-                    add(t[self.i + 1])
-                self.i += 2
-                continue
-            if c == "\n":
-                end_word()
-                self.i += 1
-                self.line += 1
-                if words or arrays:
-                    start = lines[0] if lines else first
-                    return [Command(words, lines, start, self.line - 1, arrays)]
-                first = self.line
-                continue
-            if c in " \t\r":
-                end_word()
-                self.i += 1
-                continue
-            if c == "#" and cur is None:
-                nl = t.find("\n", self.i)
-                self.i = self.n if nl < 0 else nl
-                continue
-            if c == "'":
-                end = t.find("'", self.i + 1)
-                if end < 0:
-                    raise FactError(
-                        f"line {self.line}: cannot split the command: unterminated single quote"
-                    )
-                add(t[self.i + 1 : end])
-                self.line += t.count("\n", self.i, end)
-                self.i = end + 1
-                continue
-            if c == '"':
-                add("")
-                self.i += 1
-                while True:
-                    if self.i >= self.n:
-                        raise FactError(
-                            f"line {self.line}: cannot split the command: unterminated double quote"
-                        )
-                    d = t[self.i]
-                    if d == '"':
-                        self.i += 1
-                        break
-                    if d == "\\" and self.i + 1 < self.n and t[self.i + 1] in '$`"\\\n':
-                        if t[self.i + 1] != "\n":
-                            add(t[self.i + 1])
-                        else:
-                            self.line += 1
-                        self.i += 2
-                    elif d == "$":
-                        add_fields(self._dollar(), quoted=True)
-                    elif d == "`":
-                        end = t.find("`", self.i + 1)
-                        end = self.n - 1 if end < 0 else end
-                        add(self.env.lose("`" + t[self.i + 1 : end][:30] + "`"))
-                        self.i = end + 1
-                    else:
-                        if d == "\n":
-                            self.line += 1
-                        add(d)
-                        self.i += 1
-                continue
-            if c == "$":
-                if t.startswith("$'", self.i):
-                    end = t.find("'", self.i + 2)
-                    if end < 0:
-                        raise FactError(
-                            f"line {self.line}: cannot split the command: unterminated $'"
-                        )
-                    raw = t[self.i + 2 : end]
-                    add(raw.replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"))
-                    self.i = end + 1
-                    continue
-                add_fields(self._dollar(), quoted=False)
-                continue
-            if c == "`":
-                end = t.find("`", self.i + 1)
-                end = self.n - 1 if end < 0 else end
-                add(self.env.lose("`" + t[self.i + 1 : end][:30] + "`"))
-                self.i = end + 1
-                continue
-            if c in ";&|":
-                end_word()
-                while self.i < self.n and t[self.i] in ";&|":
-                    self.i += 1
-                if words or arrays:
-                    return [Command(words, lines, lines[0] if lines else first, self.line, arrays)]
-                first = self.line
-                continue
-            if c in "<>":
-                if cur is not None and cur.isdigit():
-                    cur = None  # `2>&1`: the digit is the redirection's, not a word
-                end_word()
-                while self.i < self.n and t[self.i] in "<>&":
-                    self.i += 1
-                while self.i < self.n and t[self.i] in " \t":
-                    self.i += 1
-                while self.i < self.n and t[self.i] not in " \t\n;&|":
-                    self.i += 1  # the target: dropped
-                continue
-            if c == "(" and cur is not None and cur.endswith("="):
-                m = _ASSIGN.match(cur)
-                if m and m.group(3) == "":
-                    arrays.append((m.group(1), m.group(2) == "+", self._array()))
-                    cur = None
-                    continue
-            if c in "()":
-                end_word()
-                self.i += 1
-                continue
-            add(c)
+            command = self._step(w)
+            if command is not None:
+                return [command]
+        w.end_word()
+        return [w.command(self.line)] if w.any() else None
+
+    def _step(self, w: _Words) -> Command | None:
+        """Scan one piece of the text into `w`; the command when it ended there."""
+        t, c = self.t, self.t[self.i]
+        if c == "\n":
+            return self._end_line(w)
+        if c in ";&|":
+            return self._end_list(w)
+        if c == "\\":
+            self._backslash(w)
+        elif c in " \t\r":
+            w.end_word()
             self.i += 1
-        end_word()
-        if words or arrays:
-            return [Command(words, lines, lines[0] if lines else first, self.line, arrays)]
+        elif c == "#" and w.cur is None:
+            nl = t.find("\n", self.i)
+            self.i = self.n if nl < 0 else nl
+        elif c == "'":
+            self._single_quoted(w)
+        elif c == '"':
+            self._double_quoted(w)
+        elif c == "$":
+            self._dollar_word(w)
+        elif c == "`":
+            self._backtick(w)
+        elif c in "<>":
+            self._redirect(w)
+        elif c == "(" and self._array_assignment(w):
+            pass
+        elif c in "()":
+            w.end_word()
+            self.i += 1
+        else:
+            w.add(c, self.line)
+            self.i += 1
         return None
+
+    def _end_line(self, w: _Words) -> Command | None:
+        w.end_word()
+        self.i += 1
+        self.line += 1
+        if w.any():
+            return w.command(self.line - 1)
+        w.first = self.line
+        return None
+
+    def _end_list(self, w: _Words) -> Command | None:
+        """`;`, `&`, `|` and their doubles end a simple command."""
+        w.end_word()
+        while self.i < self.n and self.t[self.i] in ";&|":
+            self.i += 1
+        if w.any():
+            return w.command(self.line)
+        w.first = self.line
+        return None
+
+    def _backslash(self, w: _Words) -> None:
+        t = self.t
+        if self.i + 1 < self.n and t[self.i + 1] == "\n":
+            self.line += 1  # a line continuation
+        elif self.i + 1 < self.n:
+            w.add(t[self.i + 1], self.line)
+        self.i += 2
+
+    def _single_quoted(self, w: _Words) -> None:
+        t = self.t
+        end = t.find("'", self.i + 1)
+        if end < 0:
+            raise FactError(
+                f"line {self.line}: cannot split the command: unterminated single quote"
+            )
+        w.add(t[self.i + 1 : end], self.line)
+        self.line += t.count("\n", self.i, end)
+        self.i = end + 1
+
+    def _double_quoted(self, w: _Words) -> None:
+        t = self.t
+        w.add("", self.line)
+        self.i += 1
+        while True:
+            if self.i >= self.n:
+                raise FactError(
+                    f"line {self.line}: cannot split the command: unterminated double quote"
+                )
+            d = t[self.i]
+            if d == '"':
+                self.i += 1
+                return
+            if d == "\\" and self.i + 1 < self.n and t[self.i + 1] in '$`"\\\n':
+                if t[self.i + 1] != "\n":
+                    w.add(t[self.i + 1], self.line)
+                else:
+                    self.line += 1
+                self.i += 2
+            elif d == "$":
+                w.add_fields(self._dollar(), True, self.line)
+            elif d == "`":
+                self._backtick(w)
+            else:
+                if d == "\n":
+                    self.line += 1
+                w.add(d, self.line)
+                self.i += 1
+
+    def _dollar_word(self, w: _Words) -> None:
+        """An unquoted `$`: `$'...'` (ANSI-C quoting) or an expansion, split into fields."""
+        t = self.t
+        if t.startswith("$'", self.i):
+            end = t.find("'", self.i + 2)
+            if end < 0:
+                raise FactError(f"line {self.line}: cannot split the command: unterminated $'")
+            raw = t[self.i + 2 : end]
+            w.add(raw.replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"), self.line)
+            self.i = end + 1
+            return
+        w.add_fields(self._dollar(), False, self.line)
+
+    def _backtick(self, w: _Words) -> None:
+        """A `command substitution`: its output cannot be known, so the value is lost."""
+        t = self.t
+        end = t.find("`", self.i + 1)
+        end = self.n - 1 if end < 0 else end
+        w.add(self.env.lose("`" + t[self.i + 1 : end][:30] + "`"), self.line)
+        self.i = end + 1
+
+    def _redirect(self, w: _Words) -> None:
+        """A redirection and its target are not words of the command."""
+        t = self.t
+        if w.cur is not None and w.cur.isdigit():
+            w.cur = None  # `2>&1`: the digit is the redirection's, not a word
+        w.end_word()
+        while self.i < self.n and t[self.i] in "<>&":
+            self.i += 1
+        while self.i < self.n and t[self.i] in " \t":
+            self.i += 1
+        while self.i < self.n and t[self.i] not in " \t\n;&|":
+            self.i += 1  # the target: dropped
+
+    def _array_assignment(self, w: _Words) -> bool:
+        """At `(` right after `NAME=` or `NAME+=`: read the array; False when it is not one."""
+        if w.cur is None or not w.cur.endswith("="):
+            return False
+        m = _ASSIGN.match(w.cur)
+        if not m or m.group(3) != "":
+            return False
+        w.arrays.append((m.group(1), m.group(2) == "+", self._array()))
+        w.cur = None
+        return True
 
     def _array(self) -> list[str]:
         """The elements of `NAME=( ... )`, the scanner at `(`."""
