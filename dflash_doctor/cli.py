@@ -156,6 +156,13 @@ def _ssh(
     )
 
 
+def _local_env() -> dict[str, str]:
+    """This machine's settings that locate model files (offline: the files are here)."""
+    from dflash_doctor.gather import ENV_KEYS
+
+    return {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
+
+
 def _selection(select: str | None) -> list[str] | None:
     if not select:
         return None
@@ -387,6 +394,7 @@ def check(
         )
     from dflash_doctor.fix.apply import describe_relaunch
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
+    from dflash_doctor.transport.open import relaunch_refusal
 
     # How each host was named, in _specs' order, to build its `fix` command.
     hows: list[list[str] | None] = [["-I", str(inventory), "--limit", s.name] for s in listed]
@@ -406,8 +414,11 @@ def check(
         if pending is not None:
             written = facts.launch_file.value if facts is not None else None
             host_report.pending_relaunch = pending
-            if not (spec.offline or spec.recorded):  # a recorded host is never relaunched
-                how_to = describe_relaunch(spec, written, written.source if written else None)
+            refused = relaunch_refusal(spec)
+            if refused is None:  # a recorded host is never relaunched
+                how_to = describe_relaunch(
+                    spec, written, written.source if written else None, refused
+                )
                 host_report.pending_relaunch += f" ({how_to})"
         elif how is not None and automated(host_report.findings):
             host_report.fix_command = fix_command(how, given)
@@ -621,7 +632,8 @@ def gate(
     if not specs:
         raise UsageError("give launch files or --inventory")
     hosts, notes = apply_policy(
-        check_hosts(specs, chosen, jobs=1),
+        # No host here: model names resolve in this machine's Hugging Face cache.
+        check_hosts(specs, chosen, jobs=1, local_env=_local_env()),
         {s.name: s.labels for s in specs},
         today=date.today(),
         waiver_file=str(waivers) if waivers else None,
@@ -774,6 +786,7 @@ def fix(
             health_timeout=health_timeout,
             bench=bench_options,
             bench_threshold=bench_threshold,
+            local_env=_local_env() if offline else None,
         )
         render_fix(report, console)
         reports.append(report)

@@ -8,16 +8,22 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import os
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError, Refused, validation_line
+from dflash_doctor.errors import (
+    DoctorError,
+    FactError,
+    FileMissing,
+    PermissionDenied,
+    Refused,
+    validation_line,
+)
 from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE, capture_support, hook_in_sources
 from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.gpus import parse_nvidia_smi
@@ -56,12 +62,9 @@ from dflash_doctor.transport.base import Transport
 
 T = TypeVar("T")
 
-MAX_PROCESSES = 65536
 # Only what locates models and the server's own Python packages; never secrets.
 ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME", "PYTHONPATH", "VIRTUAL_ENV")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-# Recorded host trees keep command outputs here (`fixtures/README.md`).
-CAPTURE_DIR = "/_captured"
 # Logs this large are filtered on the host; smaller ones cost less to copy than to filter.
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
 # What the host's Python says its sglang is, when no single dist-info tells.
@@ -90,16 +93,17 @@ def _attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
 
 
 class Gatherer:
-    def __init__(self, spec: HostSpec, transport: Transport) -> None:
+    def __init__(
+        self, spec: HostSpec, transport: Transport, local_env: Mapping[str, str] | None = None
+    ) -> None:
         self.spec = spec
         # A remote host answers the whole gathering in one round trip (prefetch_plan.py).
         self.t = prefetching(spec, transport)
         self.host = spec.name
         self.pid: int | None = spec.pid
-        # Offline, the model files are this machine's: find them through its own HF env.
-        self.environ: dict[str, str] = (
-            {k: os.environ[k] for k in ENV_KEYS if k in os.environ} if spec.offline else {}
-        )
+        # Where model files are found when no server process says (the gate passes this
+        # machine's HF settings): never read from os.environ here.
+        self.environ: dict[str, str] = {k: v for k, v in (local_env or {}).items() if k in ENV_KEYS}
         self.launch_python: str | None = spec.python
         self.native_version: str | None = None
         # The server process's catalog variables (facts/environment.py), once it is found.
@@ -113,7 +117,7 @@ class Gatherer:
     # -- the server process -------------------------------------------------------------
 
     def _read_cmdline(self, pid: int) -> bytes:
-        return self.t.read_file(self.spec.path(f"/proc/{pid}/cmdline"), max_bytes=1024 * 1024)
+        return self.t.read_file(f"/proc/{pid}/cmdline", max_bytes=1024 * 1024)
 
     def _is_server(self, cmdline: bytes) -> bool:
         try:
@@ -122,24 +126,11 @@ class Gatherer:
             return False
         return True
 
-    def _candidate_pids(self) -> list[int]:
-        if not self.spec.recorded:
-            try:
-                res = self.t.run(["pgrep", "-f", "sglang"], timeout=10)
-                # pgrep exits 1 when nothing matches: then there is no server process.
-                if res.returncode in (0, 1):
-                    return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
-            except DoctorError:
-                pass
-        entries = self.t.list_dir(self.spec.path("/proc"))
-        # ASCII digits only: str.isdigit accepts '²', which int() refuses.
-        return [int(e) for e in entries[:MAX_PROCESSES] if e.isascii() and e.isdigit()]
-
     def find_server(self) -> int | None:
         if self.spec.pid is not None:
             return self.spec.pid
         servers: list[tuple[int, bytes]] = []
-        for pid in self._candidate_pids():
+        for pid in self.t.process_ids():
             try:
                 cmdline = self._read_cmdline(pid)
             except DoctorError:
@@ -165,7 +156,7 @@ class Gatherer:
         if not path:
             return None
         try:
-            data = self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
+            data = self.t.read_file(path, max_bytes=1 << 20)
             launch = parse_launch_file(
                 data, source=path, path=path, service=self.spec.compose_service
             )
@@ -175,7 +166,7 @@ class Gatherer:
 
     def _read_environ(self, pid: int) -> None:
         try:
-            data = self.t.read_file(self.spec.path(f"/proc/{pid}/environ"), max_bytes=1 << 20)
+            data = self.t.read_file(f"/proc/{pid}/environ", max_bytes=1 << 20)
         except DoctorError as e:
             self.process_env = Fact[dict[str, str]].missing(
                 f"{self.host}:/proc/{pid}/environ: {e}", source=f"/proc/{pid}/environ"
@@ -195,7 +186,7 @@ class Gatherer:
         """A file the launch names (`--config`, a sourced env file, `EnvironmentFile=`),
         read through the transport; never executed."""
         try:
-            return self.t.read_file(self.spec.path(path), max_bytes=1 << 20)
+            return self.t.read_file(path, max_bytes=1 << 20)
         except DoctorError as e:
             raise FactError(f"cannot read {path}: {e}") from None
 
@@ -211,10 +202,7 @@ class Gatherer:
                     kind="argv",
                 ),
             )
-        if self.spec.offline:
-            pid: Fact[int | None] = Fact[int | None].missing(f"{self.host}: offline: no server")
-        else:
-            pid = _attempt(self.host, "/proc", self.find_server)
+        pid = _attempt(self.host, "/proc", self.find_server)
         if pid.value is not None:
             self.pid = pid.value
             self._read_environ(pid.value)
@@ -232,18 +220,14 @@ class Gatherer:
                 self.host,
                 path,
                 lambda: parse_launch_file(
-                    self.t.read_file(self.spec.path(path), max_bytes=1 << 20),
+                    self.t.read_file(path, max_bytes=1 << 20),
                     source=path,
                     path=path,
                     service=self.spec.compose_service,
                     read=self.read_host_file,
                 ),
             )
-        why = (
-            f"{self.host}: offline: give a launch file"
-            if self.spec.offline
-            else pid.error or "no sglang.launch_server process found and no launch file given"
-        )
+        why = pid.error or "no sglang.launch_server process found and no launch file given"
         return Fact[LaunchArgs].missing(why)
 
     # -- model configs ------------------------------------------------------------------
@@ -270,7 +254,7 @@ class Gatherer:
             return local
         # Like SGLang (and transformers): a directory of that name wins over a repo id.
         try:
-            self.t.file_size(self.spec.path(local))
+            self.t.file_size(local)
             return local
         except DoctorError:
             pass
@@ -280,14 +264,12 @@ class Gatherer:
             repo = posixpath.join(hub, f"models--{org}--{name}")
             tried.append(repo)
             try:
-                snapshots = self.t.list_dir(self.spec.path(posixpath.join(repo, "snapshots")))
+                snapshots = self.t.list_dir(posixpath.join(repo, "snapshots"))
             except DoctorError:
                 continue
             rev = None
             try:
-                ref = self.t.read_file(
-                    self.spec.path(posixpath.join(repo, "refs/main")), max_bytes=256
-                )
+                ref = self.t.read_file((posixpath.join(repo, "refs/main")), max_bytes=256)
                 rev = ref.decode("ascii", "replace").strip()
             except DoctorError:
                 pass
@@ -310,23 +292,19 @@ class Gatherer:
         return _attempt(
             self.host,
             where,
-            lambda: parse(
-                self.t.read_file(self.spec.path(where), max_bytes=MAX_CONFIG_BYTES), where
-            ),
+            lambda: parse(self.t.read_file(where, max_bytes=MAX_CONFIG_BYTES), where),
         )
 
     # -- log, version, GPUs ---------------------------------------------------------------
 
     def log_path(self) -> str | None:
-        if self.spec.offline:
-            return None
         if self.spec.log_path:
             return self.spec.log_path
         if self.pid is None:
             return None
         for fd in (1, 2):
             try:
-                target = self.t.readlink(self.spec.path(f"/proc/{self.pid}/fd/{fd}", follow=False))
+                target = self.t.readlink(f"/proc/{self.pid}/fd/{fd}")
             except DoctorError:
                 continue
             if target.startswith("/") and not target.startswith("/dev/"):
@@ -334,16 +312,16 @@ class Gatherer:
         return None
 
     def log(self) -> Fact[LogFacts]:
+        if self.t.log_refused is not None:
+            return Fact[LogFacts].missing(self.t.log_refused)
         path = self.log_path()
-        if self.spec.offline:
-            return Fact[LogFacts].missing(f"{self.host}: offline: no running server, no log")
-        if path is None and not self.spec.recorded and self.pid is not None:
+        if path is None and self.pid is not None:
             # A container's server logs to a pipe: its runtime (docker, kubelet) keeps it.
             where = f"{self.t.kind} logs"
             try:
                 chunks = self.t.runtime_log(tail_lines=RUNTIME_LOG_TAIL_LINES)
             except Refused:
-                pass
+                pass  # the log is a file here (local, SSH, a recorded tree)
             except DoctorError as e:
                 return Fact[LogFacts].missing(f"{self.host}: {where}: {e}", source=where)
             else:
@@ -355,20 +333,20 @@ class Gatherer:
         return _attempt(self.host, path, lambda: self._scan_log(path))
 
     def _scan_log(self, path: str) -> LogFacts:
-        host_path = self.spec.path(path)
-        if self.t.remote and self.t.file_size(host_path) >= REMOTE_FILTER_MIN_BYTES:
+        if self.t.remote and self.t.file_size(path) >= REMOTE_FILTER_MIN_BYTES:
             # Filter where the log lies: only the lines that matter cross the network.
             for python in self._pythons():
-                argv = [*python, "-c", script_source("facts/log_filter.py"), host_path]
+                argv = [*python, "-c", script_source("facts/log_filter.py")]
+                argv.append(self.t.command_path(path))
                 try:
                     return read_filter_output(self.t.run_stream(argv, timeout=600), path)
-                except FactError:
+                except (FactError, FileMissing, PermissionDenied):
                     raise
                 except DoctorError as e:
                     if "no such file" in str(e).lower() or "permission denied" in str(e).lower():
                         raise
                     continue  # no usable Python there: try the next, then stream the file
-        return scan_log(self.t.stream_file(host_path), path)
+        return scan_log(self.t.stream_file(path), path)
 
     def _pythons(self) -> Iterator[list[str]]:
         """Interpreters that may run the stdlib log filter, each as a safe argv prefix; the
@@ -376,7 +354,7 @@ class Gatherer:
         with contextlib.suppress(DoctorError):
             # A recorded tree's pid names no live process: our stdlib script then runs as
             # the doctor's own user, under a system Python that host_exec found safe.
-            yield self.exec.system_python(pid=None if self.spec.recorded else self.pid)
+            yield self.exec.system_python(pid=None if self.t.live_refused else self.pid)
         with contextlib.suppress(DoctorError):
             yield [*self.exec.prefix(self.launch_python, pid=self.pid), "-I"]
 
@@ -393,9 +371,7 @@ class Gatherer:
             found = self._version_from_dist_info(python)
             if found is not None:
                 return found
-        if self.spec.offline:
-            return Fact[str].missing(f"{self.host}: offline: declare the SGLang version")
-        if not self.spec.recorded and python:
+        if self.t.live_refused is None and python:
             return _attempt(
                 self.host,
                 f"{python} -c importlib.metadata",
@@ -419,7 +395,7 @@ class Gatherer:
         prefix = posixpath.dirname(posixpath.dirname(python))
         lib = posixpath.join(prefix, "lib")
         try:
-            pythons = [d for d in self.t.list_dir(self.spec.path(lib)) if d.startswith("python3")]
+            pythons = [d for d in self.t.list_dir(lib) if d.startswith("python3")]
         except DoctorError:
             return None
         found: list[tuple[str, str]] = []
@@ -427,7 +403,7 @@ class Gatherer:
             for sub in ("site-packages", "dist-packages"):
                 site = posixpath.join(lib, py, sub)
                 try:
-                    entries = self.t.list_dir(self.spec.path(site))
+                    entries = self.t.list_dir(site)
                 except DoctorError:
                     continue
                 for entry in entries:
@@ -440,7 +416,7 @@ class Gatherer:
         if len(versions) == 1:
             return Fact[str].of(found[0][0], source=found[0][1])
         where = ", ".join(p for _, p in found)
-        if not (self.spec.offline or self.spec.recorded):
+        if self.t.live_refused is None:
             asked = _attempt(
                 self.host,
                 f"{python} -c importlib.metadata",
@@ -462,22 +438,8 @@ class Gatherer:
         return text
 
     def gpus(self) -> Fact[list[Gpu]]:
-        if self.spec.offline:
-            return Fact[list[Gpu]].missing(f"{self.host}: offline: no host to list GPUs of")
-        if self.spec.recorded:
-            where = posixpath.join(CAPTURE_DIR, "nvidia-smi.csv")
-            return _attempt(
-                self.host,
-                where,
-                lambda: parse_nvidia_smi(
-                    self.t.read_file(self.spec.path(where), max_bytes=1 << 20)
-                ),
-            )
-        return _attempt(self.host, "nvidia-smi", self._run_nvidia_smi)
-
-    def _run_nvidia_smi(self) -> list[Gpu]:
-        # The transport knows where the GPUs are asked (a container's: its engine host).
-        return parse_nvidia_smi(self.t.gpu_table())
+        where = self.t.gpu_source
+        return _attempt(self.host, where, lambda: parse_nvidia_smi(self.t.gpu_table()))
 
     def capture_hook(
         self, target: TargetConfig | None, version: Fact[str], launch: LaunchArgs | None
@@ -505,7 +467,7 @@ class Gatherer:
 
         def read(module: str) -> str | None:
             try:
-                data = self.t.read_file(self.spec.path(path_of(module)), max_bytes=MAX_SOURCE_BYTES)
+                data = self.t.read_file(path_of(module), max_bytes=MAX_SOURCE_BYTES)
             except DoctorError:
                 return None
             return data.decode("utf-8", "replace")
@@ -568,7 +530,7 @@ class Gatherer:
         source = version.source or ""
         python = self.spec.python or (launch.python if launch else None)
         if not source.endswith(".dist-info") and python and python.startswith("/"):
-            found = None if self.spec.offline else self._version_from_dist_info(python)
+            found = self._version_from_dist_info(python)
             source = (found.source if found else None) or source
         return posixpath.dirname(source) if source.endswith(".dist-info") else None
 
@@ -586,13 +548,13 @@ class Gatherer:
             self.host,
             where,
             lambda: parse_dflash_model_source(
-                self.t.read_file(self.spec.path(where), max_bytes=MAX_SOURCE_BYTES), where
+                self.t.read_file(where, max_bytes=MAX_SOURCE_BYTES), where
             ),
         )
 
     def gather(self) -> HostFacts:
         launch = self.launch()
-        if launch.value is not None and not (self.spec.offline or self.spec.recorded):
+        if launch.value is not None and self.t.live_refused is None:
             launch = Fact[LaunchArgs].of(self.native(launch.value), launch.source)
         args = launch.value
         if args is not None and self.launch_python is None:
@@ -644,13 +606,13 @@ class Gatherer:
                 self.host,
                 path,
                 lambda: parse_launch_file(
-                    self.t.read_file(self.spec.path(path), max_bytes=1 << 20),
+                    self.t.read_file(path, max_bytes=1 << 20),
                     source=path,
                     path=path,
                     service=self.spec.compose_service,
                 ),
             )
-        if self.spec.offline or self.spec.recorded or self.pid is None:
+        if self.t.live_refused is not None or self.pid is None:
             return
         facts.runtime = _attempt(
             self.host,
@@ -663,5 +625,9 @@ class Gatherer:
             facts.sglang_version = Fact[str].of(running, source="/server_info version")
 
 
-def gather(spec: HostSpec, transport: Transport) -> HostFacts:
-    return Gatherer(spec, transport).gather()
+def gather(
+    spec: HostSpec, transport: Transport, *, local_env: Mapping[str, str] | None = None
+) -> HostFacts:
+    """`spec`'s host facts through `transport`. `local_env`: this machine's environment,
+    passed by the gate (offline) so that model names resolve in its Hugging Face cache."""
+    return Gatherer(spec, transport, local_env).gather()

@@ -75,7 +75,7 @@ class _Questions(rules.HostQuestions):
         return res.returncode, res.stdout
 
     def status(self, pid: int) -> str:
-        data = self.t.read_file(self.spec.path(f"/proc/{pid}/status"), max_bytes=64 * 1024)
+        data = self.t.read_file(f"/proc/{pid}/status", max_bytes=64 * 1024)
         return data.decode("ascii", "replace")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import posixpath
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,54 +69,8 @@ class HostSpec(BaseModel):
 
     @property
     def recorded(self) -> bool:
+        """Whether `root` names a recorded tree (read by transport/open.py alone)."""
         return self.root not in ("", "/")
-
-    def path(self, host_path: str, *, follow: bool = True) -> str:
-        """Where a host path is read from (under `root` for recorded trees).
-
-        In a recorded tree every symlink and `..` resolves inside the tree, as under chroot:
-        a link to /etc/passwd means the tree's etc/passwd, never this machine's.
-        `follow=False` leaves a final symlink unresolved (to read the link itself).
-        """
-        if not self.recorded:
-            return host_path
-        if not os.path.isdir(self.root):  # a tree on a remote host: joined, not resolved
-            return posixpath.join(self.root, host_path.lstrip("/"))
-        return tree_path(self.root, host_path, follow=follow)
-
-
-MAX_LINKS = 40
-
-
-def tree_path(root: str, host_path: str, *, follow: bool = True) -> str:
-    """`host_path` resolved inside `root` (chroot semantics: no symlink or `..` leaves it)."""
-    from dflash_doctor.errors import FactError
-
-    parts = [p for p in host_path.split("/") if p not in ("", ".")]
-    done: list[str] = []
-    links = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = os.path.join(root, *done, part)
-        if (follow or parts) and os.path.islink(candidate):
-            links += 1
-            if links > MAX_LINKS:
-                raise FactError(f"{host_path}: too many levels of symbolic links")
-            try:
-                target = os.readlink(candidate)
-            except OSError:
-                done.append(part)
-                continue
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-            continue
-        done.append(part)
-    return os.path.join(root, *done)
 
 
 RECORDED_HOST_FILE = "host.yaml"

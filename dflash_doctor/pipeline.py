@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
@@ -21,42 +21,12 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.report import HostReport, fact_errors
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
-from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.open import open_transport as open_transport
 
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.transport.ssh import SSHOptions
-
-
-def open_transport(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
-    if not spec.offline and (spec.pod is not None or spec.container is not None):
-        from dflash_doctor.transport.containers import open_container
-
-        return open_container(spec, _open_machine(spec, ssh))
-    return _open_machine(spec, ssh)
-
-
-def _open_machine(spec: HostSpec, ssh: SSHOptions | None = None) -> Transport:
-    """The machine itself (local or SSH): a container's engine or kubectl runs there."""
-    if spec.address is None or spec.offline:
-        # Offline means no host: the launch and model files are this machine's.
-        return LocalTransport(spec.name)
-    # Imported here so that only the SSH path loads paramiko.
-    from dataclasses import replace
-
-    from dflash_doctor.transport.ssh import SSHOptions, SSHTransport
-
-    options = ssh or SSHOptions()
-    options = replace(
-        options,
-        user=spec.user or options.user,
-        port=spec.port or options.port,
-        identity_files=((spec.identity_file,) if spec.identity_file else ())
-        + options.identity_files,
-        proxy_jump=spec.proxy_jump or options.proxy_jump,
-    )
-    return SSHTransport(spec.name, spec.address, options)
 
 
 # Set on Ctrl-C: every host still running reports "cancelled" at once.
@@ -72,6 +42,7 @@ def check_host(
     timeout: float = DEFAULT_HOST_TIMEOUT,
     probe: ProbeOptions | None = None,
     bench: BenchOptions | None = None,
+    local_env: Mapping[str, str] | None = None,
 ) -> HostReport:
     """One host's report, within its budget, whatever its data does.
 
@@ -85,7 +56,7 @@ def check_host(
 
     def work() -> None:
         try:
-            box.append(_check_host(spec, select, ssh, timeout, probe, bench, transports))
+            box.append(_check_host(spec, select, ssh, timeout, probe, bench, transports, local_env))
         except Exception as e:  # one host's bad data never stops the run
             box.append(HostReport(host=spec.name, error=_crash_line(spec.name, e)))
 
@@ -126,6 +97,7 @@ def _check_host(
     probe: ProbeOptions | None,
     bench: BenchOptions | None,
     transports: list[Transport],
+    local_env: Mapping[str, str] | None = None,
 ) -> HostReport:
     try:
         transport = open_transport(spec, ssh)
@@ -142,7 +114,7 @@ def _check_host(
     watchdog.daemon = True
     watchdog.start()
     try:
-        facts = gather(spec, transport)
+        facts = gather(spec, transport, local_env=local_env)
         if probe is not None and not expired.is_set():
             from dflash_doctor.probes.host import probe_with
 
@@ -186,6 +158,7 @@ def check_hosts(
     on_done: Callable[[HostReport], None] | None = None,
     probe: ProbeOptions | None = None,
     bench: BenchOptions | None = None,
+    local_env: Mapping[str, str] | None = None,
 ) -> list[HostReport]:
     """Check every host, at most `jobs` at a time; reports come back in the input order.
 
@@ -195,7 +168,9 @@ def check_hosts(
     CANCEL.clear()
 
     def one(spec: HostSpec) -> HostReport:
-        report = check_host(spec, select, ssh=ssh, timeout=timeout, probe=probe, bench=bench)
+        report = check_host(
+            spec, select, ssh=ssh, timeout=timeout, probe=probe, bench=bench, local_env=local_env
+        )
         if on_done is not None and not CANCEL.is_set():
             on_done(report)
         return report

@@ -65,13 +65,13 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
     from dflash_doctor.transport.prefetch import LIMITS
 
-    live = not spec.recorded
-    docker = spec.container is not None and spec.pod is None
+    # A live host's settings: a recorded tree's transport puts its root over them, a Docker
+    # container's drops nvidia-smi (transport `bundle_settings`).
     return {
-        "root": spec.root,
-        "recorded": spec.recorded,
+        "root": "/",
+        "recorded": False,
         "pid": spec.pid,
-        "pgrep": ["pgrep", "-f", "sglang"] if live and spec.pid is None else None,
+        "pgrep": ["pgrep", "-f", "sglang"] if spec.pid is None else None,
         "launchers": list(_LAUNCHERS),
         "model_flags": list(MODEL_FLAGS),
         "models": [m for m in (spec.drafter_path, spec.target_path) if m],
@@ -93,43 +93,32 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
             "min_bytes": gather.REMOTE_FILTER_MIN_BYTES,
             "timeout": 600,
         },
-        # A Docker container's GPUs are its engine host's (DockerTransport.gpu_table).
-        "nvidia_smi": list(NVIDIA_SMI_ARGV) if live and not docker else None,
-        "commands": [list(c) for c in LIVE_COMMANDS] if live else [],
-        "gpu_capture": f"{gather.CAPTURE_DIR}/nvidia-smi.csv" if spec.recorded else None,
+        "nvidia_smi": list(NVIDIA_SMI_ARGV),
+        "commands": [list(c) for c in LIVE_COMMANDS],
+        "gpu_capture": None,
         "limits": dict(LIMITS),
-        "modules": {
-            name: script_source(path)
-            for name, path in BUNDLE_MODULES.items()
-            if live or name != "server_http"
-        },
+        "modules": {name: script_source(path) for name, path in BUNDLE_MODULES.items()},
         # Vet the system python3 for the log filter when the log is filtered here.
         "log_filter_python": True,
         # gather.native: SGLang's own parse of the launch, with the server's Python.
         "native": {
             "source": script_source("facts/sglang_args.py"),
             "env_keys": list(gather.ENV_KEYS),
-        }
-        if live
-        else None,
+        },
         # gather._version_by_running, unless the version is declared.
-        "version_query": gather.VERSION_QUERY if live and not spec.sglang_version else None,
+        "version_query": gather.VERSION_QUERY if not spec.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
             "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],
             "ops": RUNTIME_OPS,
             "timeout": RUNTIME_TIMEOUT_S,
             "health_url": spec.health_url,
-        }
-        if live
-        else None,
+        },
     }
 
 
 def prefetching(spec: HostSpec, transport: Transport) -> Transport:
     """The transport a gathering reads through: bundled when the host is remote."""
-    if not transport.remote or spec.offline:
+    if not transport.remote:
         return transport
-    from dflash_doctor.transport.prefetch import PrefetchTransport
-
-    return PrefetchTransport(transport, bundle_config(spec))
+    return transport.prefetched(bundle_config(spec))

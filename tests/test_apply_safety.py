@@ -26,6 +26,7 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import shell_with_placeholders
 from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.open import open_transport
 from fixtures.sshd import free_port
 from tests.conftest import DEMO_HOST, REPO, stand_in_init
 from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
@@ -245,7 +246,7 @@ def offline_plan(tmp_path: Path) -> tuple[HostSpec, FixPlan, Path]:
 def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
     spec, plan, script = offline_plan(tmp_path)
     script.write_text(script.read_text() + "# someone's edit\n")
-    out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
+    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
     assert out.status == "failed" and "changed since it was read" in out.message
     assert "# someone's edit" in script.read_text() and not list(tmp_path.glob("*.bak"))
 
@@ -253,10 +254,10 @@ def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
 def test_a_second_apply_waits_for_the_lock(tmp_path: Path) -> None:
     spec, plan, _script = offline_plan(tmp_path)
     (tmp_path / "serve.sh.dflash-doctor.lock").mkdir()
-    out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
+    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
     assert out.status == "failed" and "another dflash-doctor apply" in out.message
     (tmp_path / "serve.sh.dflash-doctor.lock").rmdir()
-    out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
+    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
     assert out.status == "written" and not (tmp_path / "serve.sh.dflash-doctor.lock").exists()
 
 
@@ -265,7 +266,7 @@ def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
     link = tmp_path / "current.sh"
     link.symlink_to(script)
     plan = plan.model_copy(update={"source": str(link)})
-    out = apply_plan(spec, LocalTransport("h"), plan, _facts(), stamp="1")
+    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
     assert out.status == "written", out.message
     assert link.is_symlink() and "--page-size 64" in script.read_text()
 
@@ -284,21 +285,10 @@ def test_rollback_skips_a_backup_equal_to_the_file(tmp_path: Path) -> None:
 
 
 class _LowDisk(LocalTransport):
-    """The host's `df` reports 100 KiB free (a full disk), everything else is real."""
+    """The host reports 100 KiB free (a full disk), everything else is real."""
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        timeout: float = 30.0,
-        on_stderr: Callable[[bytes], None] | None = None,
-    ) -> CommandResult:
-        if argv[0] == "df":
-            line = "/dev/x 1000 900 100 90% /"
-            return CommandResult(
-                0, f"Filesystem 1K-blocks Used Available Use% Mounted\n{line}\n".encode(), b""
-            )
-        return super().run(argv, timeout=timeout, on_stderr=on_stderr)
+    def free_bytes(self, path: str) -> int | None:
+        return 100 * 1024
 
 
 def test_full_disk_is_refused_before_anything_stops(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ import pytest
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_host
-from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.open import open_transport
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
 
 
 def gather_dir(path: Path, **over: object):  # type: ignore[no-untyped-def]
     spec = load_recorded_host(str(path)).model_copy(update=over)
-    return gather(spec, LocalTransport(spec.name))
+    return gather(spec, open_transport(spec))
 
 
 @pytest.fixture

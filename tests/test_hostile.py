@@ -21,6 +21,8 @@ from dflash_doctor.facts.launch import MAX_ARGV_WORDS, parse_argv
 from dflash_doctor.hosts import load_recorded_host
 from dflash_doctor.redact import redact_text
 from dflash_doctor.render.text import clean
+from dflash_doctor.transport.open import open_transport
+from dflash_doctor.transport.recorded import RecordedTransport
 from tests.conftest import DEMO_HOST, REPO
 
 DRAFTER = "models/Kimi-K2.6-DFlash/config.json"
@@ -143,8 +145,12 @@ def test_host_dir_symlinks_stay_inside_the_tree(tmp_path: Path) -> None:
     spec = load_recorded_host(str(d))
     (d / "etc" / "real.sh").write_text("x")
     (d / "etc" / "link.sh").symlink_to("/etc/real.sh")
-    assert spec.path("/etc/link.sh") == str(d / "etc" / "real.sh")
-    assert spec.path("/etc/link.sh", follow=False) == str(d / "etc" / "link.sh")
+    with open_transport(spec) as t:
+        assert isinstance(t, RecordedTransport)
+        assert t.map("/etc/link.sh") == str(d / "etc" / "real.sh")
+        assert t.map("/etc/link.sh", follow=False) == str(d / "etc" / "link.sh")
+        assert t.read_file("/etc/link.sh", max_bytes=10) == b"x"
+        assert t.real_path("/etc/link.sh") == "/etc/real.sh"
 
 
 def test_csv_field_limit_and_binary_gpu_list(tmp_path: Path) -> None:

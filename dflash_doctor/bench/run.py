@@ -126,8 +126,8 @@ def bench_host(
     progress: Callable[[int], AbstractContextManager[Progress]] | None = None,
 ) -> BenchResult:
     """Gather the host's facts, plan the matrix, run it (with a progress bar over its cells)."""
-    if spec.offline or spec.recorded:
-        raise UsageError(f"{spec.name}: bench needs a live server (not an offline/recorded host)")
+    if transport.live_refused is not None:
+        raise UsageError(f"{transport.live_refused}: bench needs a live server")
     gatherer = Gatherer(spec, transport)
     facts = gatherer.gather()
     matrix = plan_matrix(facts, options)

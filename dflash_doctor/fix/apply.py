@@ -5,15 +5,14 @@ Everything that changes a host is here, and only runs when the user gave --apply
 
 from __future__ import annotations
 
-import os
+import contextlib
 import posixpath
-import shutil
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
-from dflash_doctor.errors import DoctorError, TransportError
+from dflash_doctor.errors import DoctorError, FileMissing, PermissionDenied, TransportError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.plan import FixPlan
@@ -92,30 +91,19 @@ class Applier:
 
     def real_path(self, source: str) -> str:
         """The file a symlinked launch file points to: edits go through the link."""
-        if self.spec.recorded:
-            root = os.path.realpath(self.spec.root)
-            real = os.path.realpath(self.spec.path(source))
-            if os.path.commonpath([root, real]) != root:
-                raise TransportError(f"{self.spec.name}:{source}: links outside the host tree")
-            return "/" + os.path.relpath(real, root) if real != root else "/"
-        try:
-            res = self.t.run(["readlink", "-f", "--", source], timeout=10)
-        except DoctorError:
-            return source
-        real = res.stdout.decode("utf-8", "replace").strip()
-        return real if res.ok and real.startswith("/") and "\n" not in real else source
+        return self.t.real_path(source)
 
     def write(self, source: str, data: bytes, mode: int) -> None:
-        self.t.write_file(self.spec.path(source), data, mode=mode)
+        self.t.write_file(source, data, mode=mode)
 
     def backup(self, source: str, stamp: str) -> tuple[str, bytes, int]:
-        path = self.spec.path(source)
+        path = source
         old = self.t.read_file(path, max_bytes=1 << 20)
         mode = self.t.file_mode(path)
         bak = backup_path(source, stamp)
         try:
             # Edited twice in one run (several hosts in one inventory): keep the first state.
-            self.t.file_size(self.spec.path(bak))
+            self.t.file_size(bak)
             self.steps.append(f"kept the backup {bak} made earlier in this run")
         except DoctorError:
             self.write(bak, old, mode)
@@ -125,38 +113,23 @@ class Applier:
     def lock(self, source: str) -> str:
         """One apply or rollback per launch file at a time: a directory made atomically."""
         lock = f"{source}{LOCK_SUFFIX}"
-        if self.spec.recorded or (self.spec.offline and not self.t.remote):
-            try:
-                os.mkdir(self.spec.path(lock))
-            except FileExistsError:
-                raise TransportError(_locked(lock)) from None
-            except OSError as e:
-                raise TransportError(f"{lock}: cannot lock: {e.strerror}") from None
-            return lock
-        res = self.t.run(["mkdir", "--", lock], timeout=10)
-        if not res.ok:
-            raise TransportError(_locked(lock))
+        try:
+            self.t.make_dir(lock)
+        except (FileMissing, PermissionDenied) as e:
+            raise TransportError(f"{lock}: cannot lock: {e}") from None
+        except TransportError:
+            raise TransportError(_locked(lock)) from None
         return lock
 
     def unlock(self, lock: str) -> None:
-        try:
-            if self.spec.recorded or (self.spec.offline and not self.t.remote):
-                os.rmdir(self.spec.path(lock))
-            else:
-                self.t.run(["rmdir", "--", lock], timeout=10)
-        except (OSError, DoctorError):
-            pass
+        with contextlib.suppress(DoctorError):
+            self.t.remove_dir(lock)
 
     def check_space(self, source: str, size: int) -> None:
         """Enough free space for the backup and the new file, checked before anything stops."""
-        if self.spec.recorded or (self.spec.offline and not self.t.remote):
-            free = shutil.disk_usage(os.path.dirname(self.spec.path(source)) or ".").free
-        else:
-            try:
-                res = self.t.run(["df", "-Pk", "--", posixpath.dirname(source) or "."], timeout=20)
-                free = int(res.stdout.decode("ascii", "replace").splitlines()[1].split()[3]) * 1024
-            except (DoctorError, ValueError, IndexError):
-                return  # no df there: the atomic writes still fail cleanly
+        free = self.t.free_bytes(posixpath.dirname(source) or ".")
+        if free is None:
+            return  # the host cannot say: the atomic writes still fail cleanly
         need = 2 * size + SPACE_MARGIN_BYTES
         if free < need:
             raise TransportError(
@@ -200,7 +173,7 @@ class Applier:
         A script without the execute bit starts with the interpreter of its `#!` line
         (or /bin/sh), as the shell would if asked to source it.
         """
-        path = self.spec.path(source)
+        path = source
         head = self.t.read_file(path, max_bytes=1 << 20)[:256]
         if self.t.file_mode(path) & 0o111:
             return [source]
@@ -253,7 +226,7 @@ class Applier:
 
     def _size(self, path: str) -> int | None:
         try:
-            return self.t.file_size(self.spec.path(path))
+            return self.t.file_size(path)
         except DoctorError:
             return 0
 
@@ -269,9 +242,7 @@ class Applier:
             if not word.isdigit():
                 continue
             try:
-                cmd = self.t.read_file(
-                    self.spec.path(f"/proc/{int(word)}/cmdline"), max_bytes=1 << 20
-                )
+                cmd = self.t.read_file((f"/proc/{int(word)}/cmdline"), max_bytes=1 << 20)
             except DoctorError:
                 continue
             if b"launch_server" in cmd or b"sglang\0serve" in cmd:
@@ -325,12 +296,13 @@ class Applier:
         try:
             if self.log_offset is not None:
                 res = self.t.run(
-                    ["tail", "-c", f"+{self.log_offset + 1}", "--", self.spec.path(path)],
+                    ["tail", "-c", f"+{self.log_offset + 1}", "--", self.t.command_path(path)],
                     timeout=10,
                 )
                 text = res.stdout[-(64 * 1024) :]
             else:
-                res = self.t.run(["tail", "-n", str(lines), "--", self.spec.path(path)], timeout=10)
+                argv = ["tail", "-n", str(lines), "--", self.t.command_path(path)]
+                res = self.t.run(argv, timeout=10)
                 text = res.stdout
         except DoctorError:
             return []
@@ -360,7 +332,7 @@ def apply_plan(
         return Outcome(
             "failed", "no launch file to edit; start the server with: " + (plan.new_command or "?")
         )
-    if bench is not None and not (spec.offline or spec.recorded):
+    if bench is not None and transport.live_refused is None:
         bench.before()  # before any change: a failure here changes nothing
     a = Applier(spec, transport, health_timeout)
     try:
@@ -386,9 +358,9 @@ def _apply_locked(
     bench: BenchStep | None,
 ) -> Outcome:
     assert plan.new_text is not None and plan.launch is not None
-    live = not (spec.offline or spec.recorded)
+    live = a.t.relaunch_refused is None
     try:
-        current = a.t.read_file(spec.path(source), max_bytes=1 << 20)
+        current = a.t.read_file(source, max_bytes=1 << 20)
         if plan.old_text is not None and current.decode("utf-8", "replace") != plan.old_text:
             return Outcome(
                 "failed",
@@ -499,8 +471,11 @@ def _roll_back(
     return Outcome(status, msg, bak, tail, a.steps)
 
 
-def describe_relaunch(spec: HostSpec, launch: LaunchArgs | None, source: str | None) -> str:
-    if spec.offline or spec.recorded:
+def describe_relaunch(
+    spec: HostSpec, launch: LaunchArgs | None, source: str | None, refused: str | None
+) -> str:
+    """What `fix --apply` does after the write; `refused`: the transport's relaunch_refused."""
+    if refused is not None:
         return "nothing is relaunched (offline or recorded host): only the file is written"
     if spec.relaunch:
         return f"run the configured relaunch command: {spec.relaunch}"
@@ -518,7 +493,7 @@ def backups(transport: Transport, spec: HostSpec, source: str) -> list[str]:
     directory = posixpath.dirname(source) or "."
     name = posixpath.basename(source)
     try:
-        entries = transport.list_dir(spec.path(directory))
+        entries = transport.list_dir(directory)
     except DoctorError:
         return []
     ours = sorted(
@@ -552,11 +527,11 @@ def rollback(
     except DoctorError as e:
         return Outcome("failed", f"nothing changed: {e}")
     try:
-        current = transport.read_file(spec.path(real), max_bytes=1 << 20)
+        current = transport.read_file(real, max_bytes=1 << 20)
         chain = backups(transport, spec, source)
         bak = data = None
         for candidate in reversed(chain):
-            content = transport.read_file(spec.path(candidate), max_bytes=1 << 20)
+            content = transport.read_file(candidate, max_bytes=1 << 20)
             if content != current:
                 bak, data = candidate, content
                 break
@@ -564,9 +539,9 @@ def rollback(
             why = "found" if not chain else "differs from the current file"
             return Outcome("failed", f"no dflash-doctor backup of {source} {why}")
         a.check_space(real, len(data))
-        a.write(real, data, transport.file_mode(spec.path(bak)))
+        a.write(real, data, transport.file_mode(bak))
         a.steps.append(f"restored {real} from {bak}")
-        if spec.offline or spec.recorded:
+        if transport.relaunch_refused is not None:
             return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
         log = facts.log.value.path if facts.log.value is not None else spec.log_path
         a.relaunch(launch, real, spec.pid or process_pid(facts.launch.value), log)

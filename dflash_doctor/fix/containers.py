@@ -322,7 +322,7 @@ class DockerFix:
         from dflash_doctor.transport.docker_engine import Engine, engine_socket
 
         path = engine_socket()
-        if self.t.outer.kind != "local" or path is None:
+        if self.t.outer.remote or path is None:  # the engine socket is on this machine
             return None
         return Engine(path)
 

@@ -4,6 +4,7 @@ FixReport (fix/report.py) that render/fix.py prints and the CLI turns into the e
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
 from dflash_doctor.runner import run_checks
-from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.open import open_here
 from dflash_doctor.transport.ssh import SSHOptions
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def fix_host(
     health_timeout: float,
     bench: BenchOptions | None = None,
     bench_threshold: float = 0.05,
+    local_env: Mapping[str, str] | None = None,
 ) -> FixReport:
     try:
         transport = open_transport(spec, ssh)
@@ -42,7 +44,7 @@ def fix_host(
         return FixReport(host=spec.name, outcome="unreachable", error=str(e))
     view: PlanView | None = None
     try:
-        facts = gather(spec, transport)
+        facts = gather(spec, transport, local_env=local_env)
         from dflash_doctor.fix.containers import container_fix
 
         handled = container_fix(
@@ -63,7 +65,7 @@ def fix_host(
         )
         text = source_launch = None
         if source is not None:
-            data = transport.read_file(spec.path(source), max_bytes=1 << 20)
+            data = transport.read_file(source, max_bytes=1 << 20)
             text = data.decode("utf-8")
             source_launch = parse_launch_file(
                 data,
@@ -86,7 +88,7 @@ def fix_host(
             source_launch=source_launch,
             running=facts.launch.value,
         )
-        writer, write_spec = transport, spec
+        writer = transport
         if spec.launch is not None and spec.inventory_file and plan.new_argv is not None:
             # The launch is the inventory's own `launch:` entry: edit that file, here, from
             # its unredacted text (the parsed launch hides secrets: never write those back).
@@ -106,22 +108,22 @@ def fix_host(
                     "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
                 }
             )
-            writer = LocalTransport("local")
-            write_spec = spec.model_copy(update={"offline": True, "root": "/"})
+            # Written here, never relaunched (the host runs what the inventory says later).
+            writer = open_here("local")
         view = _view(plan)
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
-            relaunch = describe_relaunch(write_spec, plan.launch, source)
+            relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
             view = view.model_copy(update={"relaunch": relaunch})
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
         step = None
-        if bench is not None and plan.changes and not (spec.offline or spec.recorded):
+        if bench is not None and plan.changes and transport.live_refused is None:
             from dflash_doctor.fix.bench_step import BenchStep
 
             step = BenchStep(spec, transport, facts, bench, threshold=bench_threshold)
         out = apply_plan(
-            write_spec,
+            spec,
             writer,
             plan,
             facts,

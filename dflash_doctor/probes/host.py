@@ -50,22 +50,23 @@ def probe_with(
     drafter = facts.drafter.value
     if drafter is None:
         raise FactError(f"cannot probe: {facts.drafter.error}")
-    raw = transport.read_file(spec.path(drafter.path), max_bytes=8 << 20)
+    raw = transport.read_file(drafter.path, max_bytes=8 << 20)
     try:
         config = json.loads(raw)
     except ValueError:
         raise FactError(f"{spec.name}:{drafter.path}: malformed JSON") from None
     launch = facts.launch.value
     launcher: list[str] | None = None
-    if spec.recorded and not transport.remote and options.python is None:
-        # A recorded host's files lie on this machine: its probe runs with this Python.
+    if transport.live_refused and not transport.remote and options.python is None:
+        # No live host, its files on this machine (a recorded tree): the probe runs with
+        # this Python.
         python = sys.executable
     else:
         # The host's interpreter runs as the server's owner, or not at all (host_exec).
         python = options.python or (launch.python if launch and launch.python else None) or ""
         chosen = python or None
         # A recorded tree's process is not on this machine: no owner to take.
-        pid = None if spec.recorded else process_pid(launch)
+        pid = None if transport.live_refused else process_pid(launch)
         host = HostExec(transport, spec)
         launcher = host.prefix(chosen, pid=pid) if chosen else host.system_python(pid=pid)
     # The served spans follow the host's SGLang as the span model reads it (its own code,
@@ -88,7 +89,7 @@ def probe_with(
         device=options.device,
         dtype=options.dtype,
         weights=options.weights,
-        weights_dir=spec.path(posixpath.dirname(drafter.path)),
+        weights_dir=transport.command_path(posixpath.dirname(drafter.path)),
         agreement_tokens=options.agreement_tokens,
     )
     return run_probe(transport, run_spec, python=python, on_progress=on_progress, launcher=launcher)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, Self
+from typing import Any, Literal, Protocol, Self
 
 CHUNK_BYTES = 1024 * 1024
 # How a remote transport words the two file errors a host reports most (after the host and
@@ -69,6 +69,13 @@ class Transport(Protocol):
     remote: bool
     # Why this host cannot be relaunched by `fix --apply` (a recorded tree, offline), or None.
     relaunch_refused: str | None
+    # Why this host has no live server to ask (its own Python, its HTTP API, a bench): a
+    # recorded tree or offline; None on a live host.
+    live_refused: str | None
+    # Why this host has no server log at all (offline: not even a log path given is read).
+    log_refused: str | None
+    # Where `gpu_table` reads from, as fact errors and sources name it.
+    gpu_source: str
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -118,6 +125,16 @@ class Transport(Protocol):
         """The server log that the runtime keeps (`docker logs`, `kubectl logs`), bounded to
         its last `tail_lines` lines; Refused where the log is only a file (local, SSH,
         recorded): gather then finds it through /proc/PID/fd."""
+        ...
+
+    def command_path(self, path: str) -> str:
+        """`path` as a command run through this transport sees it: the host path itself,
+        or where a recorded tree keeps it (the log filter and the probe read files there)."""
+        ...
+
+    def prefetched(self, config: dict[str, Any]) -> Transport:
+        """This transport answering a gathering from one bundle (`transport/prefetch.py`)
+        where the host is remote; itself where a read costs no round trip."""
         ...
 
     def close(self) -> None: ...

@@ -8,19 +8,57 @@ paths after `--`: host text never becomes a shell word or an option.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from dflash_doctor.errors import DoctorError, Refused, TransportError
 from dflash_doctor.transport.base import CommandResult
 
+if TYPE_CHECKING:
+    from dflash_doctor.transport.base import Transport
+
 MAX_PROCESSES = 65536
+NVIDIA_SMI = "nvidia-smi"
+
+
+def pgrep_or_proc(t: Transport) -> list[int]:
+    """Candidate server pids: `pgrep -f sglang`, else every pid /proc lists."""
+    try:
+        res = t.run(["pgrep", "-f", "sglang"], timeout=10)
+        # pgrep exits 1 when nothing matches: then there is no server process.
+        if res.returncode in (0, 1):
+            return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
+    except DoctorError:
+        pass
+    return proc_pids(t.list_dir("/proc"))
+
+
+def proc_pids(entries: list[str]) -> list[int]:
+    # ASCII digits only: str.isdigit accepts '²', which int() refuses.
+    return [int(e) for e in entries[:MAX_PROCESSES] if e.isascii() and e.isdigit()]
+
+
+def nvidia_smi_table(t: Transport) -> bytes:
+    """nvidia-smi's CSV, run on the host; TransportError with its first stderr line."""
+    from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+
+    res = t.run(NVIDIA_SMI_ARGV, timeout=20)
+    if not res.ok:
+        first = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        raise TransportError(
+            f"{t.host}: nvidia-smi failed: {first[0] if first else res.returncode}"
+        )
+    return res.stdout
 
 
 class HostCommands:
     """Mixin: needs `host`, `run` and `list_dir` from the transport it is mixed into."""
 
     host: str
+    remote: bool
     relaunch_refused: str | None = None
+    live_refused: str | None = None
+    log_refused: str | None = None
+    gpu_source: str = NVIDIA_SMI
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: None = None
@@ -54,27 +92,25 @@ class HostCommands:
             return None  # no df there: the atomic writes still fail cleanly
 
     def process_ids(self) -> list[int]:
-        try:
-            res = self.run(["pgrep", "-f", "sglang"], timeout=10)
-            # pgrep exits 1 when nothing matches: then there is no server process.
-            if res.returncode in (0, 1):
-                return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
-        except DoctorError:
-            pass
-        entries = self.list_dir("/proc")
-        # ASCII digits only: str.isdigit accepts '²', which int() refuses.
-        return [int(e) for e in entries[:MAX_PROCESSES] if e.isascii() and e.isdigit()]
+        return pgrep_or_proc(cast("Transport", self))
 
     def gpu_table(self) -> bytes:
-        from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+        return nvidia_smi_table(cast("Transport", self))
 
-        res = self.run(NVIDIA_SMI_ARGV, timeout=20)
-        if not res.ok:
-            first = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-            raise TransportError(
-                f"{self.host}: nvidia-smi failed: {first[0] if first else res.returncode}"
-            )
-        return res.stdout
+    def command_path(self, path: str) -> str:
+        return path
+
+    def prefetched(self, config: dict[str, Any]) -> Transport:
+        me = cast("Transport", self)
+        if not self.remote:
+            return me
+        from dflash_doctor.transport.prefetch import PrefetchTransport
+
+        return PrefetchTransport(me, self.bundle_settings(config))
+
+    def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The bundle's config as this kind of host needs it (a live host: as it is)."""
+        return config
 
     def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
         raise Refused(f"{self.host}: the server log is a file here, found through /proc/PID/fd")

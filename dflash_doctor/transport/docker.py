@@ -269,6 +269,10 @@ class DockerTransport(HostCommands):
         # The engine host's GPUs: the container may not carry nvidia-smi.
         return self.outer.gpu_table()
 
+    def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
+        # Not run in the container: its GPUs are the engine host's (gpu_table).
+        return {**config, "nvidia_smi": None}
+
     def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
         return self.outer.run_stream(self.logs_argv(tail_lines, since), timeout=600)
 

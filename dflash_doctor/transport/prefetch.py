@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from dflash_doctor.errors import HostUnreachable, TransportError
+from dflash_doctor.errors import FileMissing, HostUnreachable, PermissionDenied, TransportError
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
@@ -36,6 +36,7 @@ from dflash_doctor.transport.base import (
     StderrLines,
     Transport,
 )
+from dflash_doctor.transport.commands import pgrep_or_proc
 
 BUNDLE_SCRIPT = "transport/bundle_script.py"
 BUNDLE_VERSION = 1
@@ -166,6 +167,9 @@ class PrefetchTransport:
         self.remote = inner.remote
         self.kind = inner.kind
         self.relaunch_refused = inner.relaunch_refused
+        self.live_refused = inner.live_refused
+        self.log_refused = inner.log_refused
+        self.gpu_source = inner.gpu_source
         self.config = config
         self.timeout = timeout
         self.hits = 0
@@ -181,8 +185,13 @@ class PrefetchTransport:
     # -- how the transport would have failed ----------------------------------------------
 
     def _raise(self, path: str, kind: str) -> None:
-        reason = {"nofile": NO_SUCH_FILE, "denied": PERMISSION_DENIED}
-        raise TransportError(f"{self.host}:{path}: {reason.get(kind, kind)}")
+        # The same typed error the transport itself would raise.
+        typed: dict[str, tuple[type[TransportError], str]] = {
+            "nofile": (FileMissing, NO_SUCH_FILE),
+            "denied": (PermissionDenied, PERMISSION_DENIED),
+        }
+        error, reason = typed.get(kind, (TransportError, kind))
+        raise error(f"{self.host}:{path}: {reason}")
 
     def _stat(self, path: str) -> dict[str, Any]:
         entry = self.answers.files.get(path)
@@ -324,8 +333,9 @@ class PrefetchTransport:
     def free_bytes(self, path: str) -> int | None:
         return self.inner.free_bytes(path)
 
+    # Asked through `run` and `list_dir` here, so that the bundle answers them.
     def process_ids(self) -> list[int]:
-        return self.inner.process_ids()
+        return pgrep_or_proc(self)
 
     def gpu_table(self) -> bytes:
         smi = self.config.get("nvidia_smi")
@@ -340,6 +350,12 @@ class PrefetchTransport:
                 f"{self.host}: nvidia-smi failed: {first[0] if first else got['rc']}"
             )
         return _unpack(got["out"])
+
+    def command_path(self, path: str) -> str:
+        return self.inner.command_path(path)
+
+    def prefetched(self, config: dict[str, Any]) -> Transport:
+        return self
 
     def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
         return self.inner.runtime_log(tail_lines=tail_lines)

@@ -572,14 +572,14 @@ def test_recorded_host_environ_reaches_the_checks(tmp_path: Path) -> None:
     from dflash_doctor.gather import gather
     from dflash_doctor.hosts import load_recorded_host
     from dflash_doctor.runner import run_checks
-    from dflash_doctor.transport.local import LocalTransport
+    from dflash_doctor.transport.open import open_transport
 
     host = tmp_path / "v0523"
     shutil.copytree(DEMO_0523, host)
     environ = host / "proc/4242/environ"
     environ.write_bytes(environ.read_bytes() + b"SGLANG_SIMULATE_ACC_LEN=2.5\0")
     spec = load_recorded_host(str(host))
-    f = gather(spec, LocalTransport(spec.name))
+    f = gather(spec, open_transport(spec))
     assert f.environ.value == {"SGLANG_SIMULATE_ACC_LEN": "2.5"}
     assert "hf_FAKE" not in f.model_dump_json()
     (r,) = run_checks(f, ["DFD121"])
@@ -612,7 +612,7 @@ def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
     from dflash_doctor.gather import gather
     from dflash_doctor.hosts import load_recorded_host
     from dflash_doctor.runner import run_checks
-    from dflash_doctor.transport.local import LocalTransport
+    from dflash_doctor.transport.open import open_transport
 
     host = tmp_path / "v0523"
     shutil.copytree(DEMO_0523, host)
@@ -623,11 +623,11 @@ def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
     spec = load_recorded_host(str(host))
 
     def dfd129() -> CheckResult:
-        f = gather(spec, LocalTransport(spec.name))
+        f = gather(spec, open_transport(spec))
         (r,) = run_checks(f, ["DFD129"])
         return r
 
-    f = gather(spec, LocalTransport(spec.name))
+    f = gather(spec, open_transport(spec))
     assert f.capture_hook.value is not None and f.capture_hook.value.files_read == 2
     assert dfd129().status == "passed"
     (models / "patched_base.py").write_text(PATCHED_BASE.replace("set_dflash", "set_other"))
@@ -640,7 +640,7 @@ def test_dfd129_the_hosts_installed_files_decide(tmp_path: Path) -> None:
     # No installed files (only the dist-info): the per-release data decides, and says why.
     (models / "kimi_k25.py").unlink()
     (models / "patched_base.py").unlink()
-    f = gather(spec, LocalTransport(spec.name))
+    f = gather(spec, open_transport(spec))
     assert f.capture_hook.value is None and "kimi_k25.py" in (f.capture_hook.error or "")
     assert dfd129().status == "passed"  # 0.5.23's KimiK25ForConditionalGeneration has it
 

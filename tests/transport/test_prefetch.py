@@ -28,11 +28,26 @@ from dflash_doctor.transport import prefetch
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.prefetch import NO_SYSTEM_PYTHON, PrefetchTransport, fetch_answers
+from dflash_doctor.transport.recorded import RecordedTransport
 from dflash_doctor.transport.ssh import SSHTransport
 from fixtures.sshd import free_port
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
 
 HOSTS = [DEMO_HOST, *(FIXTURE_HOSTS / n for n in ("tuned", "v0511", "v0513", "v0523"))]
+
+
+def _misses(t: Any) -> list[str]:
+    """The misses of the bundle under a gathering's transport (a recorded tree wraps it)."""
+    while not isinstance(t, PrefetchTransport) and hasattr(t, "inner"):
+        t = t.inner
+    return list(getattr(t, "misses", []))
+
+
+def _raw(t: Any, spec: HostSpec) -> tuple[Any, dict[str, Any]]:
+    """Under a recorded tree's transport: the SSH transport, and the bundle config that
+    reads the tree (the tree transport puts its root over the live settings)."""
+    assert isinstance(t, RecordedTransport)
+    return t.inner, t.bundle_settings(bundle_config(spec))
 
 
 @pytest.fixture(autouse=True)
@@ -91,12 +106,12 @@ def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
 
 def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
     spec = load_recorded_host(str(DEMO_HOST)).model_copy(update={"address": sshd.address})
-    transport = open_transport(spec, ssh_options)
+    transport, config = _raw(open_transport(spec, ssh_options), spec)
     raw = bytearray()
     try:
-        for chunk in transport.run_stream(prefetch.bundle_argv(bundle_config(spec))):
+        for chunk in transport.run_stream(prefetch.bundle_argv(config)):
             raw += chunk
-        answers = fetch_answers(transport, bundle_config(spec), 60)
+        answers = fetch_answers(transport, config, 60)
     finally:
         transport.close()
     environ_path = os.path.join(spec.root, "proc/4242/environ")
@@ -114,9 +129,9 @@ def test_a_write_drops_the_bundle(sshd, ssh_options, tmp_path: Path) -> None:  #
     tree = tmp_path / "seed"
     shutil.copytree(DEMO_HOST, tree)
     spec = load_recorded_host(str(tree)).model_copy(update={"address": sshd.address})
-    transport = open_transport(spec, ssh_options)
+    transport, config = _raw(open_transport(spec, ssh_options), spec)
     try:
-        t = PrefetchTransport(transport, bundle_config(spec))
+        t = PrefetchTransport(transport, config)
         launch = str(tree / "etc/sglang/launch.sh")
         before = t.read_file(launch, max_bytes=1 << 20)
         assert t.misses == [] and t.hits == 1
@@ -141,9 +156,9 @@ def test_answers_fail_like_the_transport(sshd, ssh_options, tmp_path: Path) -> N
         log_path="/fifo",
         drafter_path="/big.json",
     )
-    transport = open_transport(spec, ssh_options)
+    transport, config = _raw(open_transport(spec, ssh_options), spec)
     try:
-        t = PrefetchTransport(transport, bundle_config(spec))
+        t = PrefetchTransport(transport, config)
         cases: list[Callable[[Transport], object]] = [
             (lambda x: x.read_file(str(tmp_path / "big.json"), max_bytes=10)),
             (lambda x: x.read_file(str(tmp_path / "nope"), max_bytes=10)),
@@ -236,7 +251,7 @@ def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_optio
     # server's interpreter (`id -u`, /proc status, `readlink`, `stat`), SGLang's own parse
     # with that interpreter (gather.native) and the live server's HTTP answers
     # (facts/runtime.py), each with the argv the gatherer then asked for.
-    misses = list(getattr(gatherer.t, "misses", []))
+    misses = _misses(gatherer.t)
     assert counted == {"exec": 1} and misses == [], (counted, misses)
     assert remote.launch.value is not None and remote.launch.value.parser == "sglang"
     assert remote.runtime.value is not None, remote.runtime.error
@@ -265,7 +280,7 @@ def test_a_large_log_is_filtered_inside_the_bundle(
     # The log filter ran in the same remote command as the bundle, and so did host_exec's
     # questions before the system python3 may run it (which python3, who the doctor is, who
     # owns and may write it): one remote command, no SFTP.
-    misses = list(getattr(gatherer.t, "misses", []))
+    misses = _misses(gatherer.t)
     assert dict(trips) == {"exec": 1} and misses == [], (dict(trips), misses)
     remote = check_host(spec.model_copy(update={"address": sshd.address}), ssh=ssh_options)
     local = check_host(spec)
