@@ -102,7 +102,7 @@ def probe_host(
     ssh: SSHOptions | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
-    from dflash_doctor.pipeline import open_transport
+    from dflash_doctor.transport.open import open_transport
 
     transport = open_transport(spec, ssh)
     try:

@@ -36,7 +36,7 @@ from dflash_doctor.transport.base import (
     StderrLines,
     Transport,
 )
-from dflash_doctor.transport.commands import pgrep_or_proc
+from dflash_doctor.transport.questions import pgrep_or_proc
 
 BUNDLE_SCRIPT = "transport/bundle_script.py"
 BUNDLE_VERSION = 1

@@ -18,7 +18,7 @@ from typing import Any
 
 from dflash_doctor.errors import FactError, Refused
 from dflash_doctor.transport.base import CHUNK_BYTES, HostKind, Transport
-from dflash_doctor.transport.commands import proc_pids
+from dflash_doctor.transport.questions import proc_pids
 from dflash_doctor.transport.wrapped import Delegating
 
 # Recorded host trees keep command outputs here (`fixtures/README.md`).
