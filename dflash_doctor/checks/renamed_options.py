@@ -21,8 +21,8 @@ def launch_option_renamed(facts: HostFacts) -> list[Finding]:
     `Deprecated*Action`: it still works, and logs `'--old' is deprecated and will be removed
     in a future release. Use '--new' instead.`), or an option an earlier release had that this
     one refuses. Examples from the wheels: `--cuda-graph-max-bs` is a deprecated alias of
-    `--cuda-graph-max-bs-decode` in 0.5.14-0.5.19 (srt/server_args.py 0.5.14:6358,
-    0.5.19:3928) and from 0.5.20 an ambiguous prefix of `--cuda-graph-max-bs-decode` and
+    `--cuda-graph-max-bs-decode` in 0.5.14-0.5.19 (srt/server_args.py 0.5.14:6358-6363,
+    0.5.19:3928-3933) and from 0.5.20 an ambiguous prefix of `--cuda-graph-max-bs-decode` and
     `--cuda-graph-max-bs-prefill`, refused; `--mamba-scheduler-strategy` became
     `--mamba-radix-cache-strategy` the same way (0.5.14-0.5.19 alias, unrecognized from
     0.5.20); `--stream-output` (alias 0.5.11-0.5.19), `--nsa-*` -> `--dsa-*`, and every other

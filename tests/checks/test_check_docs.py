@@ -7,12 +7,15 @@ A citation of SGLang's code is written `path.py VERSION:LINES` (`srt/server_args
 the path relative to the wheel's `sglang/` package or any tail of it that names one file.
 With the published wheels unpacked under /work/wheels/src/<version>/sglang, every citation of
 every page (retired ids included) is read back: the file exists in that release, and the
-cited lines exist and are not blank.
+cited lines exist and are not blank; where one file is cited for several releases, each
+release's lines show the same code as the first's (they share an identifier that is rare
+in the file), which catches a line number carried over from another release.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -49,6 +52,12 @@ def citations(doc: str) -> list[tuple[str, str, str]]:
         for m in CHAIN.finditer(flat(doc))
         for version, lines in ONE.findall(m.group("cites"))
     ]
+
+
+# An identifier in code (5+ characters, so `self`, `args` and the like do not count) that
+# the file uses at most RARE times: shared by two releases' cited lines, it is the same code.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,}")
+RARE = 10
 
 
 def sections(doc: str) -> list[tuple[str, str]]:
@@ -94,12 +103,17 @@ def wheel_files(version: str) -> dict[str, list[Path]]:
     return by_tail
 
 
-def cited_lines(path: str, version: str, lines: str) -> list[str]:
-    """The cited lines of a release's file; a failed assertion says what is wrong."""
+def wheel_file(path: str, version: str) -> Path:
+    """The one file of a release that a citation's path names."""
     assert (WHEELS / version).is_dir(), f"{path} {version}: no such release unpacked"
     found = wheel_files(version).get(path, [])
     assert len(found) == 1, f"{path} {version}: {len(found)} files match (name more of the path)"
-    text = found[0].read_text(encoding="utf-8").splitlines()
+    return found[0]
+
+
+def cited_lines(path: str, version: str, lines: str) -> list[str]:
+    """The cited lines of a release's file; a failed assertion says what is wrong."""
+    text = wheel_file(path, version).read_text(encoding="utf-8").splitlines()
     out = []
     for part in lines.split(","):
         first, _, last = part.partition("-")
@@ -115,3 +129,18 @@ def test_every_citation_reads_back_from_the_wheels(page: str) -> None:
     for path, version, lines in citations(PAGES[page]):
         got = cited_lines(path, version, lines)
         assert any(line.strip() for line in got), f"{page}: {path} {version}:{lines} is blank"
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="published SGLang wheels not unpacked here")
+@pytest.mark.parametrize("page", list(PAGES))
+def test_one_file_cited_for_several_releases_shows_the_same_code(page: str) -> None:
+    for chain in CHAIN.finditer(flat(PAGES[page])):
+        path = chain.group("path")
+        (first, first_lines), *later = ONE.findall(chain.group("cites"))
+        seen = set(IDENTIFIER.findall("\n".join(cited_lines(path, first, first_lines))))
+        for version, lines in later:
+            uses = Counter(IDENTIFIER.findall(wheel_file(path, version).read_text("utf-8")))
+            here = set(IDENTIFIER.findall("\n".join(cited_lines(path, version, lines))))
+            assert any(uses[name] <= RARE for name in here & seen), (
+                f"{page}: {path} {version}:{lines} shows other code than {first}:{first_lines}"
+            )
