@@ -24,7 +24,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from dflash_doctor.facts.models import CaptureHook
@@ -91,6 +91,9 @@ def _absolute(module: str, node: ast.ImportFrom) -> str:
 _PARSE_LOCK = threading.Lock()
 
 
+# A fleet's hosts mostly run the same SGLang release: the same module text is parsed once
+# per run, not once per host (ast.parse of a model module costs ~15 ms). Never mutated.
+@lru_cache(maxsize=64)
 def parse_module(text: str, name: str) -> Module:
     """The classes, imports, aliases and EntryClass of one module's source text."""
     mod = Module(name)

@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from pydantic import ValidationError
 
@@ -110,6 +111,9 @@ class _RaisingParser(argparse.ArgumentParser):
         raise FactError(message)
 
 
+# Built once: add_argument asks the terminal's size each time (~0.6 ms a host for 48
+# flags); parse_known_args leaves the parser as it found it, so threads may share it.
+@cache
 def _fallback_parser() -> argparse.ArgumentParser:
     parser = _RaisingParser(add_help=False, allow_abbrev=False, prog="sglang.launch_server")
     for spec in FLAG_SPECS:

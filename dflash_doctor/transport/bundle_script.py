@@ -58,18 +58,15 @@ def _error(e: OSError) -> str | None:
     return None
 
 
-def load_modules(sources: dict[str, str]) -> dict[str, Any]:
-    """The shipped stdlib modules the config carries (host_exec_rules, server_address): the
-    doctor's own text, never a file of the host."""
+def load_module(name: str, source: str) -> Any:
+    """A shipped stdlib module the config carries (host_exec_rules, server_address, ...):
+    the doctor's own text, never a file of the host."""
     import types
 
-    loaded = {}
-    for name, source in sources.items():
-        module = types.ModuleType(name)
-        sys.modules[name] = module  # dataclasses and the like look their module up
-        exec(compile(source, name + ".py", "exec"), module.__dict__)
-        loaded[name] = module
-    return loaded
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses and the like look their module up
+    exec(compile(source, name + ".py", "exec"), module.__dict__)
+    return module
 
 
 def _pack(data: bytes) -> str:
@@ -88,7 +85,7 @@ class Bundle:
         self.runs: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
         self.architectures: list[str] = []
-        self.modules = load_modules(cfg.get("modules") or {})
+        self._modules: dict[str, Any] = {}
         self._rules: Any = None
         # `_thread`, not `threading`: built in, so a recorded tree's bundle imports nothing.
         self.lock = _thread.allocate_lock()
@@ -96,6 +93,12 @@ class Bundle:
         # Python -> the sglang versions of the dist-infos beside it (gather asks the
         # interpreter itself unless there is exactly one).
         self.dist_versions: dict[str, set[str]] = {}
+
+    def module(self, name: str) -> Any:
+        """Compiled on first use: a recorded tree's bundle runs no interpreter and needs none."""
+        if name not in self._modules:
+            self._modules[name] = load_module(name, self.cfg["modules"][name])
+        return self._modules[name]
 
     # -- paths and budget -----------------------------------------------------------------
 
@@ -563,7 +566,7 @@ class Bundle:
     def rules(self) -> Any:
         """host_exec_rules over this host: the same questions, answered and recorded here."""
         if self._rules is None:
-            rules = self.modules["host_exec_rules"]
+            rules = self.module("host_exec_rules")
             bundle = self
 
             class Questions(rules.HostQuestions):  # type: ignore[misc,name-defined]
@@ -584,7 +587,7 @@ class Bundle:
 
     def prefix(self, python: str | None, pid: int | None, env: dict[str, str] | None) -> Any:
         """The argv that starts `python` as host_exec would, or None where it must not run."""
-        rules = self.modules["host_exec_rules"]
+        rules = self.module("host_exec_rules")
         try:
             return self.rules().prefix(python, pid, env)
         except (rules.Refused, ValueError, OSError):
@@ -592,7 +595,7 @@ class Bundle:
 
     def ask_log_filter_python(self, server: Any) -> None:
         """The system Python gather would vet for the shipped log filter (its questions)."""
-        rules = self.modules["host_exec_rules"]
+        rules = self.module("host_exec_rules")
         with contextlib.suppress(rules.Refused, ValueError, OSError):
             self.rules().system_python(server[0] if server else None)
 
@@ -619,10 +622,10 @@ class Bundle:
                 self.background([*prefix, "-c", query], 30)
         http = cfg.get("server_http")
         if http:
-            where = self.modules["server_address"]
+            where = self.module("server_address")
             address = where.server_address(argv, http.get("health_url"))
             request = where.http_request(address, pid, http["ops"], http["timeout"])
-            self.in_process([*http["head"], request], self.modules["server_http"].answer, request)
+            self.in_process([*http["head"], request], self.module("server_http").answer, request)
 
     def answer(self, started: float) -> dict[str, Any]:
         files = {}
