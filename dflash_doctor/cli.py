@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -127,15 +127,28 @@ def _specs(
         specs.append(load_recorded_host(str(d)))
     for h in hosts:
         if is_container_target(h):
-            specs.append(HostSpec.model_validate(parse_container_target(h)))
-        elif h in LOCAL_NAMES:
-            specs.append(HostSpec(name=h))
+            named: dict[str, str] = parse_container_target(h)
         else:
-            specs.append(HostSpec(name=h, address=h))
+            named = {"name": h} if h in LOCAL_NAMES else {"name": h, "address": h}
+        specs.append(_override(HostSpec(name=h), named))
     if not specs:
         raise UsageError("give a HOST, --inventory FILE, --host-dir DIR or --demo")
-    given = {k: v for k, v in overrides.items() if v is not None}
-    return [s.model_copy(update=given) for s in specs]
+    return [_override(s, overrides) for s in specs]
+
+
+def _override(
+    spec: HostSpec, overrides: Mapping[str, object], *, clear: tuple[str, ...] = ()
+) -> HostSpec:
+    """`spec` with the command line's settings (None = not given), validated as host keys.
+
+    The one way a command line changes a host: a misspelled key or a value of the wrong
+    kind (`port="notaport"`) is a UsageError (exit 2) naming the host, not copied in.
+    `clear` names keys set back to their default (None).
+    """
+    given = {k: v for k, v in overrides.items() if v is not None} | dict.fromkeys(clear)
+    if not given or spec.invalid is not None:  # an unreadable host.yaml stays this host's error
+        return spec
+    return spec.override(**given)
 
 
 def _ssh(
@@ -423,7 +436,7 @@ def check(
         elif how is not None and automated(host_report.findings):
             host_report.fix_command = fix_command(how, given)
             host_report.fix_file = launch_place(
-                spec.launch_file,
+                spec.hints.launch_file,
                 None if facts is None else facts.launch_file.value or facts.launch.value,
             )
     report = build_report(
@@ -615,20 +628,18 @@ def gate(
         if value is not None:
             overrides[key] = value
     specs = [
-        s.model_copy(update={**overrides, "address": None})
+        _override(s, overrides, clear=("address",))
         for s in (load_inventory(str(inventory)).select(limit) if inventory else [])
     ]
     for path in launch or []:
         if not os.path.isfile(path):
             raise UsageError(f"{path}: no such launch file")
-        specs.append(
-            HostSpec(
-                name=host or path,
-                launch_file=path,
-                labels=[x.strip() for x in (labels or "").split(",") if x.strip()],
-                **overrides,
-            )
-        )
+        given = {
+            "launch_file": path,
+            "labels": [x.strip() for x in (labels or "").split(",") if x.strip()],
+            **overrides,
+        }
+        specs.append(_override(HostSpec(name=host or path), given))
     if not specs:
         raise UsageError("give launch files or --inventory")
     hosts, notes = apply_policy(
@@ -748,8 +759,7 @@ def fix(
         overrides["offline"] = True
     if offline and launch and not (hosts or demo or host_dir or inventory):
         # A launch file in a repository: the gate's counterpart.
-        given = {k: v for k, v in overrides.items() if v is not None}
-        specs = [HostSpec(name=launch, **given)]
+        specs = [_override(HostSpec(name=launch), overrides)]
     else:
         specs = _specs(
             hosts or [],

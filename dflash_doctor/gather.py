@@ -100,11 +100,11 @@ class Gatherer:
         # A remote host answers the whole gathering in one round trip (prefetch_plan.py).
         self.t = prefetching(spec, transport)
         self.host = spec.name
-        self.pid: int | None = spec.pid
+        self.pid: int | None = spec.hints.pid
         # Where model files are found when no server process says (the gate passes this
         # machine's HF settings): never read from os.environ here.
         self.environ: dict[str, str] = {k: v for k, v in (local_env or {}).items() if k in ENV_KEYS}
-        self.launch_python: str | None = spec.python
+        self.launch_python: str | None = spec.hints.python
         self.native_version: str | None = None
         # The server process's catalog variables (facts/environment.py), once it is found.
         self.process_env: Fact[dict[str, str]] = Fact[dict[str, str]].missing(
@@ -127,8 +127,8 @@ class Gatherer:
         return True
 
     def find_server(self) -> int | None:
-        if self.spec.pid is not None:
-            return self.spec.pid
+        if self.spec.hints.pid is not None:
+            return self.spec.hints.pid
         servers: list[tuple[int, bytes]] = []
         for pid in self.t.process_ids():
             try:
@@ -152,13 +152,13 @@ class Gatherer:
         return servers[0][0] if servers else None
 
     def _launch_file_port(self) -> int | None:
-        path = self.spec.launch_file
+        path = self.spec.hints.launch_file
         if not path:
             return None
         try:
             data = self.t.read_file(path, max_bytes=1 << 20)
             launch = parse_launch_file(
-                data, source=path, path=path, service=self.spec.compose_service
+                data, source=path, path=path, service=self.spec.hints.compose_service
             )
         except (DoctorError, ValidationError):
             return None
@@ -191,8 +191,8 @@ class Gatherer:
             raise FactError(f"cannot read {path}: {e}") from None
 
     def launch(self) -> Fact[LaunchArgs]:
-        if self.spec.launch is not None:
-            command = self.spec.launch
+        if self.spec.hints.launch is not None:
+            command = self.spec.hints.launch
             return _attempt(
                 self.host,
                 "launch",
@@ -214,8 +214,8 @@ class Gatherer:
                     self._read_cmdline(pid.value or 0), source=f"process {pid.value}"
                 ),
             )
-        if self.spec.launch_file:
-            path = self.spec.launch_file
+        if self.spec.hints.launch_file:
+            path = self.spec.hints.launch_file
             return _attempt(
                 self.host,
                 path,
@@ -223,7 +223,7 @@ class Gatherer:
                     self.t.read_file(path, max_bytes=1 << 20),
                     source=path,
                     path=path,
-                    service=self.spec.compose_service,
+                    service=self.spec.hints.compose_service,
                     read=self.read_host_file,
                 ),
             )
@@ -238,7 +238,7 @@ class Gatherer:
             dirs.append(self.environ["HF_HUB_CACHE"])
         if "HUGGINGFACE_HUB_CACHE" in self.environ:
             dirs.append(self.environ["HUGGINGFACE_HUB_CACHE"])
-        for home in (self.environ.get("HF_HOME"), self.spec.hf_home):
+        for home in (self.environ.get("HF_HOME"), self.spec.hints.hf_home):
             if home:
                 dirs.append(posixpath.join(home, "hub"))
         user_home = self.environ.get("HOME", "/root")
@@ -298,8 +298,8 @@ class Gatherer:
     # -- log, version, GPUs ---------------------------------------------------------------
 
     def log_path(self) -> str | None:
-        if self.spec.log_path:
-            return self.spec.log_path
+        if self.spec.hints.log_path:
+            return self.spec.hints.log_path
         if self.pid is None:
             return None
         for fd in (1, 2):
@@ -359,14 +359,14 @@ class Gatherer:
             yield [*self.exec.prefix(self.launch_python, pid=self.pid), "-I"]
 
     def sglang_version(self, launch: LaunchArgs | None) -> Fact[str]:
-        if self.spec.sglang_version:
-            declared = self.spec.sglang_version
+        if self.spec.hints.sglang_version:
+            declared = self.spec.hints.sglang_version
             if parse_version(declared) is None:
                 return Fact[str].missing(
                     f"{self.host}: declared SGLang version {declared!r} is not a version"
                 )
             return Fact[str].of(declared, source="declared")
-        python = self.spec.python or (launch.python if launch else None)
+        python = self.spec.hints.python or (launch.python if launch else None)
         if python and python.startswith("/"):
             found = self._version_from_dist_info(python)
             if found is not None:
@@ -528,7 +528,7 @@ class Gatherer:
         Also under a declared version: a patched build's own code beats any version string.
         """
         source = version.source or ""
-        python = self.spec.python or (launch.python if launch else None)
+        python = self.spec.hints.python or (launch.python if launch else None)
         if not source.endswith(".dist-info") and python and python.startswith("/"):
             found = self._version_from_dist_info(python)
             source = (found.source if found else None) or source
@@ -570,13 +570,13 @@ class Gatherer:
         logged = log.value.server_args_fields if log.value is not None else {}
         drafter = self._model_fact(
             args.draft_model_path if args else logged.get("speculative_draft_model_path"),
-            self.spec.drafter_path,
+            self.spec.hints.drafter_path,
             "drafter",
             parse_drafter_config,
         )
         target = self._model_fact(
             args.model_path if args else logged.get("model_path"),
-            self.spec.target_path,
+            self.spec.hints.target_path,
             "target model",
             parse_target_config,
         )
@@ -598,7 +598,7 @@ class Gatherer:
     def runtime(self, facts: HostFacts) -> None:
         """Ask the running server itself (issue 13); and read the launch file beside it."""
         launch = facts.launch.value
-        path = self.spec.launch_file
+        path = self.spec.hints.launch_file
         if path and launch is not None and launch.kind == "process":
             # Recorded hosts too: after `fix --apply` wrote the file but nothing relaunched,
             # `check` names the pending relaunch (next_step.pending_relaunch).
@@ -609,7 +609,7 @@ class Gatherer:
                     self.t.read_file(path, max_bytes=1 << 20),
                     source=path,
                     path=path,
-                    service=self.spec.compose_service,
+                    service=self.spec.hints.compose_service,
                 ),
             )
         if self.t.live_refused is not None or self.pid is None:
@@ -617,7 +617,7 @@ class Gatherer:
         facts.runtime = _attempt(
             self.host,
             "server HTTP API",
-            lambda: read_runtime(self.t, launch, self.pid, self.spec.health_url),
+            lambda: read_runtime(self.t, launch, self.pid, self.spec.fix.health_url),
         )
         running = facts.runtime.value.version if facts.runtime.value is not None else None
         if running and parse_version(running) is not None:

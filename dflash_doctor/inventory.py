@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dflash_doctor.errors import UsageError, validation_line
-from dflash_doctor.hosts import HostSpec
+from dflash_doctor.hosts import GROUPS, HostSpec
 
 MAX_INVENTORY_BYTES = 16 * 1024 * 1024
 LOCAL_NAMES = ("local", "localhost")
@@ -51,7 +51,7 @@ class Inventory(BaseModel):
         out = []
         for name, entry in self.hosts.items():
             settings = {**self.defaults, **(entry or {})}
-            reserved = sorted(k for k in ("name", "invalid") if k in settings)
+            reserved = sorted(k for k in ("name", "invalid", *GROUPS) if k in settings)
             if reserved:
                 raise UsageError(f"inventory host {name!r}: {', '.join(reserved)} is not a key")
             # A pod is reached through this machine's kubectl, never an SSH host of its name.
@@ -60,9 +60,9 @@ class Inventory(BaseModel):
             if self.source_path is not None:
                 settings["inventory_file"] = self.source_path
             try:
-                out.append(HostSpec(name=name, **settings))
-            except ValidationError as e:
-                raise UsageError(f"inventory host {name!r}: {validation_line(e)}") from None
+                out.append(HostSpec.validate_flat({**settings, "name": name}))
+            except ValueError as e:
+                raise UsageError(f"inventory host {name!r}: {e}") from None
         return out
 
     def select(self, limit: str | None) -> list[HostSpec]:

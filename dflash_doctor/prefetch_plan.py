@@ -70,15 +70,15 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     return {
         "root": "/",
         "recorded": False,
-        "pid": spec.pid,
-        "pgrep": ["pgrep", "-f", "sglang"] if spec.pid is None else None,
+        "pid": spec.hints.pid,
+        "pgrep": ["pgrep", "-f", "sglang"] if spec.hints.pid is None else None,
         "launchers": list(_LAUNCHERS),
         "model_flags": list(MODEL_FLAGS),
-        "models": [m for m in (spec.drafter_path, spec.target_path) if m],
-        "hf_home": spec.hf_home,
-        "python": spec.python,
-        "launch_file": spec.launch_file,
-        "log_path": spec.log_path,
+        "models": [m for m in (spec.hints.drafter_path, spec.hints.target_path) if m],
+        "hf_home": spec.hints.hf_home,
+        "python": spec.hints.python,
+        "launch_file": spec.hints.launch_file,
+        "log_path": spec.hints.log_path,
         "env_values": [*gather.ENV_KEYS, *CATALOG_ENV_NAMES],
         "env_value_prefixes": list(ENV_VALUE_PREFIXES),
         "secret_name": SECRET_WORDS,
@@ -106,13 +106,13 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
             "env_keys": list(gather.ENV_KEYS),
         },
         # gather._version_by_running, unless the version is declared.
-        "version_query": gather.VERSION_QUERY if not spec.sglang_version else None,
+        "version_query": gather.VERSION_QUERY if not spec.hints.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
             "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],
             "ops": RUNTIME_OPS,
             "timeout": RUNTIME_TIMEOUT_S,
-            "health_url": spec.health_url,
+            "health_url": spec.fix.health_url,
         },
     }
 

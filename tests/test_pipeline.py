@@ -189,6 +189,6 @@ def test_bad_inventories(tmp_path: Path) -> None:
     inv = load_inventory(str(path))
     assert [s.name for s in inv.select("x")] == ["a"]
     assert [s.name for s in inv.select("g,a")] == ["a", "b"]
-    assert inv.specs()[0].address == "a"
+    assert inv.specs()[0].connection.address == "a"
     with pytest.raises(UsageError, match="matches no group"):
         inv.select("nope")

@@ -75,7 +75,7 @@ class Applier:
         self.log_offset: int | None = None
 
     def _sudo(self, argv: list[str]) -> list[str]:
-        return ["sudo", "-n", *argv] if self.spec.sudo else argv
+        return ["sudo", "-n", *argv] if self.spec.fix.sudo else argv
 
     def _run(self, argv: list[str], timeout: float = 60) -> bytes:
         self.steps.append(" ".join(argv) if argv[:2] != ["sh", "-c"] else f"start {argv[4:]}")
@@ -188,8 +188,8 @@ class Applier:
 
     def relaunch(self, launch: LaunchArgs, source: str, pid: int | None, log: str | None) -> None:
         budget = max(self.health_timeout, 30.0)
-        if self.spec.relaunch:
-            self._run(["sh", "-c", self.spec.relaunch], timeout=budget)
+        if self.spec.fix.relaunch:
+            self._run(["sh", "-c", self.spec.fix.relaunch], timeout=budget)
             return
         if launch.kind == "systemd":
             unit = posixpath.basename(source)
@@ -202,7 +202,8 @@ class Applier:
             argv = ["docker", "compose", "-f", source, "up", "-d", "--force-recreate"]
             self._run(
                 self._sudo(
-                    argv + ([self.spec.compose_service] if self.spec.compose_service else [])
+                    argv
+                    + ([self.spec.hints.compose_service] if self.spec.hints.compose_service else [])
                 ),
                 timeout=budget,
             )
@@ -250,8 +251,8 @@ class Applier:
         return None
 
     def health_url(self, launch: LaunchArgs) -> str:
-        if self.spec.health_url:
-            return self.spec.health_url
+        if self.spec.fix.health_url:
+            return self.spec.fix.health_url
         port = 30000
         for i, arg in enumerate(launch.argv):
             nxt = launch.argv[i + 1] if i + 1 < len(launch.argv) else ""
@@ -290,7 +291,7 @@ class Applier:
 
     def log_tail(self, facts: HostFacts | None, lines: int = 20) -> list[str]:
         """The server log's last lines, only those written since the relaunch when known."""
-        path = self.spec.log_path or (facts.log.source if facts is not None else None)
+        path = self.spec.hints.log_path or (facts.log.source if facts is not None else None)
         if not path:
             return []
         try:
@@ -369,7 +370,7 @@ def _apply_locked(
             )
         new = plan.new_text.encode("utf-8")
         a.check_space(source, len(current) + len(new))
-        if live and plan.launch.kind not in ("systemd", "compose") and not spec.relaunch:
+        if live and plan.launch.kind not in ("systemd", "compose") and not spec.fix.relaunch:
             a.start_argv(source)  # the relaunch must be able to start before anything stops
         bak, old, mode = a.backup(source, stamp)
         a.write(source, new, mode)
@@ -382,8 +383,8 @@ def _apply_locked(
         return Outcome(
             "written", f"wrote {source} (backup {bak}); nothing relaunched", bak, steps=a.steps
         )
-    pid = spec.pid or process_pid(facts.launch.value)
-    log = facts.log.value.path if facts.log.value is not None else spec.log_path
+    pid = spec.hints.pid or process_pid(facts.launch.value)
+    log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure: str | None = None
     new_facts: HostFacts | None = None
     try:
@@ -395,7 +396,7 @@ def _apply_locked(
             # some other process (another server on the host) in its place.
             failure = f"the relaunched server (session {a.started_session}) is not running"
         if failure is None:
-            new_facts = gather(spec.model_copy(update={"pid": new_pid}), a.t)
+            new_facts = gather(spec.override(pid=new_pid), a.t)
             # Still failing: a check that still asks for a launch edit (an upgrade it also
             # asks for is a manual step the edit never claimed to do).
             still = [
@@ -448,7 +449,7 @@ def _roll_back(
             tail,
             a.steps,
         )
-    stopped = a.stopped is not None or a.started_session is not None or bool(a.spec.relaunch)
+    stopped = a.stopped is not None or a.started_session is not None or bool(a.spec.fix.relaunch)
     stopped = stopped or launch.kind in ("systemd", "compose")
     back: str | None
     try:
@@ -477,8 +478,8 @@ def describe_relaunch(
     """What `fix --apply` does after the write; `refused`: the transport's relaunch_refused."""
     if refused is not None:
         return "nothing is relaunched (offline or recorded host): only the file is written"
-    if spec.relaunch:
-        return f"run the configured relaunch command: {spec.relaunch}"
+    if spec.fix.relaunch:
+        return f"run the configured relaunch command: {spec.fix.relaunch}"
     if launch is None or source is None:
         return "no launch file: restart the server with the new command yourself"
     if launch.kind == "systemd":
@@ -543,8 +544,8 @@ def rollback(
         a.steps.append(f"restored {real} from {bak}")
         if transport.relaunch_refused is not None:
             return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
-        log = facts.log.value.path if facts.log.value is not None else spec.log_path
-        a.relaunch(launch, real, spec.pid or process_pid(facts.launch.value), log)
+        log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
+        a.relaunch(launch, real, spec.hints.pid or process_pid(facts.launch.value), log)
         why_not = a.wait_healthy(launch)
     finally:
         a.unlock(lock)

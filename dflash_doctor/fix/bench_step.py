@@ -54,7 +54,7 @@ class BenchStep:
     def after(self) -> str | None:
         """None when the fix is kept; else why not."""
         assert self.before_result is not None
-        gatherer = Gatherer(self.spec.model_copy(update={"pid": None}), self.transport)
+        gatherer = Gatherer(self.spec.override(pid=None), self.transport)
         facts = gatherer.gather()
         # The server was just relaunched by us: its only traffic could be ours.
         options = self.options

@@ -58,7 +58,7 @@ def fix_host(
         )
         if handled is not None:
             return handled
-        source = spec.launch_file or (
+        source = spec.hints.launch_file or (
             facts.launch.value.source
             if facts.launch.value and facts.launch.value.kind in ("script", "systemd", "compose")
             else None
@@ -71,7 +71,7 @@ def fix_host(
                 data,
                 source=source,
                 path=source,
-                service=spec.compose_service,
+                service=spec.hints.compose_service,
                 read=Gatherer(spec, transport).read_host_file,
             )
         if roll_back:
@@ -89,21 +89,25 @@ def fix_host(
             running=facts.launch.value,
         )
         writer = transport
-        if spec.launch is not None and spec.inventory_file and plan.new_argv is not None:
+        if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:
             # The launch is the inventory's own `launch:` entry: edit that file, here, from
             # its unredacted text (the parsed launch hides secrets: never write those back).
             try:
                 raw = (
-                    shlex.split(spec.launch) if isinstance(spec.launch, str) else list(spec.launch)
+                    shlex.split(spec.hints.launch)
+                    if isinstance(spec.hints.launch, str)
+                    else list(spec.hints.launch)
                 )
             except ValueError as e:
-                raise FactError(f"{spec.inventory_file}: host {spec.name} launch: {e}") from None
+                raise FactError(
+                    f"{spec.fix.inventory_file}: host {spec.name} launch: {e}"
+                ) from None
             new_argv = edit_argv(raw, plan.edits)
-            old_text = Path(spec.inventory_file).read_text(encoding="utf-8")
+            old_text = Path(spec.fix.inventory_file).read_text(encoding="utf-8")
             plan = plan.model_copy(
                 update={
                     "new_argv": new_argv,
-                    "source": spec.inventory_file,
+                    "source": spec.fix.inventory_file,
                     "old_text": old_text,
                     "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
                 }

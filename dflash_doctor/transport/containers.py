@@ -15,21 +15,21 @@ def open_container(spec: HostSpec, outer: Transport) -> Transport:
     """`spec`'s pod (kubectl) or container (docker) on `outer`'s machine; `outer` is closed
     when the container cannot be opened."""
     try:
-        if spec.pod is not None:
+        if spec.connection.pod is not None:
             from dflash_doctor.transport.kubernetes import KubernetesTransport, KubeTarget
 
             target = KubeTarget(
-                namespace=spec.namespace or "default",
-                pod=spec.pod,
-                container=spec.container,
-                kubeconfig=spec.kubeconfig,
-                context=spec.kube_context,
+                namespace=spec.connection.namespace or "default",
+                pod=spec.connection.pod,
+                container=spec.connection.container,
+                kubeconfig=spec.connection.kubeconfig,
+                context=spec.connection.kube_context,
             )
             return KubernetesTransport(spec.name, outer, target)
         from dflash_doctor.transport.docker import DockerTransport
 
-        assert spec.container is not None
-        return DockerTransport(spec.name, outer, spec.container)
+        assert spec.connection.container is not None
+        return DockerTransport(spec.name, outer, spec.connection.container)
     except DoctorError:
         outer.close()
         raise

@@ -27,13 +27,13 @@ def host_kind(spec: HostSpec) -> HostKind:
     """What kind of host `spec` names: the only reading of `offline`, `root` and `address`."""
     if spec.offline:
         return "offline"
-    if spec.pod is not None:
+    if spec.connection.pod is not None:
         return "kubernetes"
-    if spec.container is not None:
+    if spec.connection.container is not None:
         return "docker"
     if spec.recorded:
         return "recorded"
-    return "ssh" if spec.address is not None else "local"
+    return "ssh" if spec.connection.address is not None else "local"
 
 
 def _local(spec: HostSpec, ssh: SSHOptions | None) -> Transport:
@@ -46,23 +46,23 @@ def _ssh(spec: HostSpec, ssh: SSHOptions | None) -> Transport:
 
     from dflash_doctor.transport.ssh import SSHOptions, SSHTransport
 
-    assert spec.address is not None
+    assert spec.connection.address is not None
     options = ssh or SSHOptions()
     options = replace(
         options,
-        user=spec.user or options.user,
-        port=spec.port or options.port,
-        identity_files=((spec.identity_file,) if spec.identity_file else ())
+        user=spec.connection.user or options.user,
+        port=spec.connection.port or options.port,
+        identity_files=((spec.connection.identity_file,) if spec.connection.identity_file else ())
         + options.identity_files,
-        proxy_jump=spec.proxy_jump or options.proxy_jump,
+        proxy_jump=spec.connection.proxy_jump or options.proxy_jump,
     )
-    return SSHTransport(spec.name, spec.address, options)
+    return SSHTransport(spec.name, spec.connection.address, options)
 
 
 def _machine(spec: HostSpec, ssh: SSHOptions | None) -> Transport:
     """The machine itself (local or SSH): a recorded tree lies there, a container's engine
     or kubectl runs there."""
-    return _ssh(spec, ssh) if spec.address is not None else _local(spec, ssh)
+    return _ssh(spec, ssh) if spec.connection.address is not None else _local(spec, ssh)
 
 
 def _recorded(spec: HostSpec, ssh: SSHOptions | None) -> Transport:

@@ -34,6 +34,7 @@ from dflash_doctor.errors import (
     TimedOut,
     TransportError,
 )
+from dflash_doctor.hosts import Address, parse_address
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     NO_SUCH_FILE,
@@ -67,35 +68,12 @@ class SSHOptions:
     interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
 
 
-@dataclass(frozen=True)
-class Target:
-    user: str | None
-    host: str
-    port: int | None
-
-
-def parse_target(text: str) -> Target:
-    """`[user@]host[:port]`, with `[addr]:port` for IPv6 literals."""
-    user, _, rest = text.rpartition("@")
-    port: int | None = None
-    if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        if tail.startswith(":"):
-            port = _port(tail[1:], text)
-    elif rest.count(":") == 1:
-        host, _, p = rest.partition(":")
-        port = _port(p, text)
-    else:
-        host = rest
-    if not host:
-        raise TransportError(f"{text}: no host name")
-    return Target(user or None, host, port)
-
-
-def _port(text: str, whole: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise TransportError(f"{whole}: bad port {text!r}")
-    return int(text)
+def parse_target(text: str) -> Address:
+    """`[user@]host[:port]` (hosts.parse_address, the one parser), as a transport error."""
+    try:
+        return parse_address(text)
+    except ValueError as e:
+        raise TransportError(str(e)) from None
 
 
 @dataclass(frozen=True)
