@@ -250,7 +250,7 @@ def live_host(work: Path, opts: SSHOptions, hosts: int, rtt: float) -> None:
     stand_in = StandIn(work)
     try:
         live = [
-            HostSpec(name=f"live-{i}", address=f"wan-{i}", pid=stand_in.proc.pid)
+            HostSpec.of(name=f"live-{i}", address=f"wan-{i}", pid=stand_in.proc.pid)
             for i in range(hosts)
         ]
         timed(live[:1], opts, 1)

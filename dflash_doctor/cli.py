@@ -130,7 +130,7 @@ def _specs(
             named: dict[str, str] = parse_container_target(h)
         else:
             named = {"name": h} if h in LOCAL_NAMES else {"name": h, "address": h}
-        specs.append(_override(HostSpec(name=h), named))
+        specs.append(_override(HostSpec.of(h), named))
     if not specs:
         raise UsageError("give a HOST, --inventory FILE, --host-dir DIR or --demo")
     return [_override(s, overrides) for s in specs]
@@ -639,7 +639,7 @@ def gate(
             "labels": [x.strip() for x in (labels or "").split(",") if x.strip()],
             **overrides,
         }
-        specs.append(_override(HostSpec(name=host or path), given))
+        specs.append(_override(HostSpec.of(host or path), given))
     if not specs:
         raise UsageError("give launch files or --inventory")
     hosts, notes = apply_policy(
@@ -759,7 +759,7 @@ def fix(
         overrides["offline"] = True
     if offline and launch and not (hosts or demo or host_dir or inventory):
         # A launch file in a repository: the gate's counterpart.
-        specs = [_override(HostSpec(name=launch), overrides)]
+        specs = [_override(HostSpec.of(launch), overrides)]
     else:
         specs = _specs(
             hosts or [],

@@ -172,6 +172,11 @@ class HostSpec(BaseModel):
         return out
 
     @classmethod
+    def of(cls, name: str, **settings: Any) -> HostSpec:
+        """A spec from flat keys as users write them (pydantic's ValidationError if bad)."""
+        return cls.model_validate({**settings, "name": name})
+
+    @classmethod
     def validate_flat(cls, settings: Mapping[str, Any]) -> HostSpec:
         """A spec from flat keys; ValueError says the first problem as the user wrote it
         (`port: ...`, not `connection.port: ...`)."""

@@ -240,7 +240,7 @@ def offline_plan(tmp_path: Path) -> tuple[HostSpec, FixPlan, Path]:
     old = script.read_text()
     new = old.replace("--tp 2", "--tp 2 --page-size 64")
     plan = FixPlan(host="h", source=str(script), launch=launch, old_text=old, new_text=new)
-    return HostSpec(name="h", offline=True), plan, script
+    return HostSpec.of(name="h", offline=True), plan, script
 
 
 def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
@@ -294,7 +294,7 @@ class _LowDisk(LocalTransport):
 def test_full_disk_is_refused_before_anything_stops(tmp_path: Path) -> None:
     """Item 10: no space for the backup and the new file: nothing is stopped or written."""
     _spec, plan, script = offline_plan(tmp_path)
-    live = HostSpec(name="h")
+    live = HostSpec.of(name="h")
     a = Applier(live, _LowDisk("h"), 5)
     with pytest.raises(TransportError, match="nothing was changed"):
         a.check_space(str(script), 10)
@@ -333,7 +333,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     s.write()
     original = s.script.read_bytes()
     pid = s.start()
-    spec = HostSpec(
+    spec = HostSpec.of(
         name="local", launch_file=str(s.script), log_path=str(s.log), sglang_version="0.5.13"
     ).model_copy(update={"pid": pid})
     t = _CtrlC("local")

@@ -147,7 +147,7 @@ def test_declared_version_overrides_and_is_validated() -> None:
 
 def test_live_local_host_without_server() -> None:
     # This machine runs no SGLang server: every fact is a reason, nothing crashes.
-    report = check_host(HostSpec(name="local"))
+    report = check_host(HostSpec.of(name="local"))
     assert report.reachable
     assert all(r.status == "skipped" for r in report.results)
     assert any("launch" in e for e in report.fact_errors)

@@ -105,7 +105,7 @@ def runs_as(argv: list[str]) -> int:
 
 def test_interpreter_runs_as_the_process_owner(user: pwd.struct_passwd, server: int) -> None:
     """The owner's interpreter runs under setpriv as that uid: never as root."""
-    host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+    host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     argv = host.prefix(SYSTEM_PYTHON, pid=server, env={"PYTHONPATH": "/nonexistent"})
     assert argv[0] == "setpriv" and f"--reuid={user.pw_uid}" in argv
     assert runs_as(argv) == user.pw_uid
@@ -116,7 +116,7 @@ def test_native_parser_and_version_run_as_owner(
     user: pwd.struct_passwd, server: int, scratch: Path
 ) -> None:
     """The gatherer's native parse and version query ask as the owner; a marker proves it."""
-    g = Gatherer(HostSpec(name="h", pid=server), LocalTransport("h"))
+    g = Gatherer(HostSpec.of(name="h", pid=server), LocalTransport("h"))
     launch = g.launch()
     assert launch.value is not None and g.pid == server
     assert launch.value.python == SYSTEM_PYTHON
@@ -150,7 +150,7 @@ def test_native_parser_and_version_run_as_owner(
 def test_refused_native_parse_says_why(user: pwd.struct_passwd, server: int) -> None:
     """A process whose interpreter cannot be trusted: the fallback stands, with the reason."""
     del user
-    g = Gatherer(HostSpec(name="h", pid=server), LocalTransport("h"))
+    g = Gatherer(HostSpec.of(name="h", pid=server), LocalTransport("h"))
     launch = g.launch()
     assert launch.value is not None
     args = g.native(launch.value.model_copy(update={"python": "-S /tmp/x/python3"}))
@@ -166,7 +166,7 @@ def test_world_writable_interpreter_is_refused(user: pwd.struct_passwd, server: 
         evil = d / "python3"
         shutil.copy(SYSTEM_PYTHON, evil)
         os.chmod(evil, 0o777)
-        host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+        host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
         with pytest.raises(FactError, match="writable by users other than its owner"):
             host.prefix(str(evil), pid=server)
     finally:
@@ -180,7 +180,7 @@ def test_foreign_owned_interpreter_is_refused(user: pwd.struct_passwd, server: i
         foreign = d / "python3"
         shutil.copy(SYSTEM_PYTHON, foreign)
         os.chown(foreign, user.pw_uid + 1, user.pw_gid)  # neither root nor the owner
-        host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+        host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
         with pytest.raises(FactError, match=f"owned by uid {user.pw_uid + 1}"):
             host.prefix(str(foreign), pid=server)
         # and without a process: nobody's but root's or the doctor's
@@ -198,14 +198,14 @@ def test_interpreter_in_a_user_writable_directory_is_refused_for_root(tmp_path: 
     os.chmod(d, 0o777)
     py = d / "python3"
     shutil.copy(SYSTEM_PYTHON, py)
-    host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+    host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     with pytest.raises(FactError, match="venv is writable"):
         host.prefix(str(py), pid=None)
 
 
 def test_option_strings_never_run() -> None:
     """`env -S ... /python3` as argv[0]: not an absolute path, so not run; no env option."""
-    host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+    host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     for bad in ("-S /tmp/x/python3", "bin/python3", "--split-string=/tmp/python3", ""):
         with pytest.raises(FactError, match="not an absolute path"):
             host.prefix(bad, pid=None)
@@ -216,7 +216,7 @@ def test_option_strings_never_run() -> None:
 
 def test_root_own_interpreter_runs_as_is() -> None:
     """A root-owned interpreter in root-owned directories, no process: the doctor's own."""
-    host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+    host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     argv = host.prefix(sys.executable, pid=None, env={"PYTHONPATH": FAKE})
     assert argv[:2] == ["env", "-i"] and f"PYTHONPATH={FAKE}" in argv
     assert runs_as(argv) == os.geteuid()
@@ -228,6 +228,6 @@ def test_untrusted_import_path_entries_are_dropped_without_a_process(tmp_path: P
     open_dir = tmp_path / "drop"
     open_dir.mkdir()
     os.chmod(open_dir, 0o777)
-    host = HostExec(LocalTransport("h"), HostSpec(name="h"))
+    host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     argv = host.prefix(sys.executable, pid=None, env={"PYTHONPATH": f"{open_dir}:{FAKE}"})
     assert f"PYTHONPATH={FAKE}" in argv

@@ -38,7 +38,7 @@ def installed(version: str) -> str:
 
 def native(monkeypatch: pytest.MonkeyPatch, version: str, *flags: str, with_sglang: bool = True):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FAKE_SGLANG_VERSION", version)
-    g = Gatherer(HostSpec(name="h"), LocalTransport("h"))
+    g = Gatherer(HostSpec.of(name="h"), LocalTransport("h"))
     if with_sglang:
         g.environ["PYTHONPATH"] = installed(version)
     args = launch(*flags).model_copy(update={"python": sys.executable})

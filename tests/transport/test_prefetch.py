@@ -148,7 +148,7 @@ def test_answers_fail_like_the_transport(sshd, ssh_options, tmp_path: Path) -> N
 
     (tmp_path / "big.json").write_bytes(b"x" * 5000)
     os.mkfifo(tmp_path / "fifo")
-    spec = HostSpec(
+    spec = HostSpec.of(
         name="h",
         address=sshd.address,
         root=str(tmp_path),
@@ -227,7 +227,7 @@ def live_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
 
 def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_options, trips) -> None:  # type: ignore[no-untyped-def]
     proc, log = live_server
-    spec = HostSpec(name="live", pid=proc.pid, sglang_version="0.5.23")
+    spec = HostSpec.of(name="live", pid=proc.pid, sglang_version="0.5.23")
     local = Gatherer(spec, LocalTransport("live")).gather()
     trips.clear()
     transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
@@ -350,7 +350,7 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
         while b"launch_server" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        config = bundle_config(HostSpec(name="h", pid=proc.pid))
+        config = bundle_config(HostSpec.of(name="h", pid=proc.pid))
         config["server_http"] = None  # only the interpreter question here
         answer = _run_bundle_here(config)
     finally:
