@@ -62,16 +62,13 @@ def _pct(after: float, before: float) -> str:
     return f"{(after / before - 1) * 100:+.1f} %"
 
 
-def compare(
-    before: BenchResult,
-    after: BenchResult,
-    *,
-    threshold: float = DEFAULT_THRESHOLD,
-    noise_floor: float = DEFAULT_NOISE_FLOOR,
-) -> Verdict:
-    window = before.window
-    old = {_key(c): c for c in before.cells if c.accept_length is not None}
-    new = {_key(c): c for c in after.cells}
+def _unpaired(
+    old: dict[tuple[int, int, float], BenchCell],
+    new: dict[tuple[int, int, float], BenchCell],
+    window: int | None,
+) -> Verdict | None:
+    """The verdict when the sweeps cannot be compared: a cell lost after the fix, or none
+    measured before it."""
     broken = [k for k in old if k not in new or new[k].accept_length is None]
     if broken:
         ctx, conc, temp = broken[0]
@@ -85,42 +82,67 @@ def compare(
         return Verdict(
             keep=False, window=window, reason="the bench before the fix measured nothing"
         )
+    return None
+
+
+def _judge_beyond(before: float | None, after: float | None, threshold: float) -> tuple[bool, str]:
+    """(kept, said) for the accept length beyond the window: it may not drop by more than
+    `threshold`."""
+    if not before or after is None:
+        return True, ""
+    text = f"beyond the window accept length {before:.2f} -> {after:.2f} ({_pct(after, before)})"
+    if after / before - 1 < -threshold:
+        return False, f"{text}: worse by more than {threshold * 100:g} %"
+    return True, text
+
+
+def _judge_inside(before: float | None, after: float | None, tolerance: float) -> tuple[bool, str]:
+    """(kept, said) for the accept length inside the window: unchanged within `tolerance`."""
+    if not before or after is None:
+        return True, ""
+    text = f"inside the window {before:.2f} -> {after:.2f} ({_pct(after, before)})"
+    if abs(after / before - 1) > tolerance:
+        return False, f"{text}: changed beyond the noise (+-{tolerance * 100:.1f} %)"
+    return True, f"{text}: within noise (+-{tolerance * 100:.1f} %)"
+
+
+def compare(
+    before: BenchResult,
+    after: BenchResult,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
+) -> Verdict:
+    window = before.window
+    old = {_key(c): c for c in before.cells if c.accept_length is not None}
+    new = {_key(c): c for c in after.cells}
+    unpaired = _unpaired(old, new, window)
+    if unpaired is not None:
+        return unpaired
 
     def side(inside: bool) -> tuple[list[BenchCell], list[BenchCell]]:
         keys = [k for k in old if (window is None or k[0] <= window) == inside]
         return [old[k] for k in keys], [new[k] for k in keys]
 
-    verdict = Verdict(keep=True, reason="", window=window)
+    def mean(cells: list[BenchCell]) -> float | None:
+        return _mean([c.accept_length or 0.0 for c in cells])
+
     b_in, a_in = side(True)
     b_out, a_out = side(False)
-    verdict.inside_before = _mean([c.accept_length or 0.0 for c in b_in])
-    verdict.inside_after = _mean([c.accept_length or 0.0 for c in a_in])
-    verdict.beyond_before = _mean([c.accept_length or 0.0 for c in b_out])
-    verdict.beyond_after = _mean([c.accept_length or 0.0 for c in a_out])
-    reasons = []
-    if verdict.beyond_before and verdict.beyond_after is not None:
-        change = verdict.beyond_after / verdict.beyond_before - 1
-        text = (
-            f"beyond the window accept length {verdict.beyond_before:.2f} -> "
-            f"{verdict.beyond_after:.2f} ({_pct(verdict.beyond_after, verdict.beyond_before)})"
-        )
-        if change < -threshold:
-            verdict.keep = False
-            reasons.append(f"{text}: worse by more than {threshold * 100:g} %")
-        else:
-            reasons.append(text)
-    if verdict.inside_before and verdict.inside_after is not None:
+    inside_before, inside_after = mean(b_in), mean(a_in)
+    beyond_before, beyond_after = mean(b_out), mean(a_out)
+    tolerance = None
+    if inside_before and inside_after is not None:
         tolerance = max(noise_floor, 2 * math.hypot(_rel_se(b_in), _rel_se(a_in)))
-        verdict.inside_tolerance = tolerance
-        change = verdict.inside_after / verdict.inside_before - 1
-        text = (
-            f"inside the window {verdict.inside_before:.2f} -> {verdict.inside_after:.2f} "
-            f"({_pct(verdict.inside_after, verdict.inside_before)})"
-        )
-        if abs(change) > tolerance:
-            verdict.keep = False
-            reasons.append(f"{text}: changed beyond the noise (+-{tolerance * 100:.1f} %)")
-        else:
-            reasons.append(f"{text}: within noise (+-{tolerance * 100:.1f} %)")
-    verdict.reason = "; ".join(reasons)
-    return verdict
+    beyond_ok, beyond_text = _judge_beyond(beyond_before, beyond_after, threshold)
+    inside_ok, inside_text = _judge_inside(inside_before, inside_after, tolerance or 0.0)
+    return Verdict(
+        keep=beyond_ok and inside_ok,
+        reason="; ".join(t for t in (beyond_text, inside_text) if t),
+        window=window,
+        beyond_before=beyond_before,
+        beyond_after=beyond_after,
+        inside_before=inside_before,
+        inside_after=inside_after,
+        inside_tolerance=tolerance,
+    )

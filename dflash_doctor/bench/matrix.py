@@ -63,12 +63,9 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
-    notes: list[str] = []
+def _prompt_cap(facts: HostFacts, max_new_tokens: int) -> int | None:
+    """The longest prompt the server takes: its resolved context length and input limit."""
     runtime = facts.runtime.value
-    drafter = facts.drafter.value
-    window = drafter.effective_sliding_window if drafter is not None else None
-    # The longest prompt the server takes: its resolved context length and input limit.
     limits = []
     if runtime is not None:
         limits += [x for x in (_int(runtime.arg("context_length")),) if x]
@@ -79,7 +76,12 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
         ctx, _ = context_length(facts)
         if ctx:
             limits.append(ctx)
-    cap = min(limits) - options.max_new_tokens - 1 if limits else None
+    return min(limits) - max_new_tokens - 1 if limits else None
+
+
+def _contexts(
+    facts: HostFacts, options: BenchOptions, window: int | None, notes: list[str]
+) -> list[int]:
     if options.contexts:
         contexts = sorted(set(options.contexts))
     else:
@@ -87,15 +89,19 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
         if window is None:
             notes.append(f"the drafter has no sliding window: contexts around {base} tokens")
         contexts = sorted({max(1, int(base * m)) for m in WINDOW_MULTIPLES})
-    if cap is not None:
-        if cap < 1:
-            raise UsageError(
-                f"--max-new-tokens {options.max_new_tokens} leaves no room for a prompt"
-            )
-        capped = sorted({min(c, cap) for c in contexts})
-        if capped != contexts:
-            notes.append(f"contexts capped at {cap} tokens (the server's context length)")
-        contexts = capped
+    cap = _prompt_cap(facts, options.max_new_tokens)
+    if cap is None:
+        return contexts
+    if cap < 1:
+        raise UsageError(f"--max-new-tokens {options.max_new_tokens} leaves no room for a prompt")
+    capped = sorted({min(c, cap) for c in contexts})
+    if capped != contexts:
+        notes.append(f"contexts capped at {cap} tokens (the server's context length)")
+    return capped
+
+
+def _concurrency(facts: HostFacts, options: BenchOptions, notes: list[str]) -> list[int]:
+    runtime = facts.runtime.value
     max_running = None
     if runtime is not None:
         states = [
@@ -107,11 +113,17 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
     if max_running is None and facts.launch.value is not None:
         max_running = facts.launch.value.max_running_requests
     concurrency = sorted(set(options.concurrency or DEFAULT_CONCURRENCY))
-    if max_running:
-        capped = sorted({min(c, max_running) for c in concurrency})
-        if capped != concurrency:
-            notes.append(f"concurrency capped at {max_running} (the server's max running requests)")
-        concurrency = capped
+    if not max_running:
+        return concurrency
+    capped = sorted({min(c, max_running) for c in concurrency})
+    if capped != concurrency:
+        notes.append(f"concurrency capped at {max_running} (the server's max running requests)")
+    return capped
+
+
+def _temperatures(facts: HostFacts, options: BenchOptions) -> list[float]:
+    """Greedy and the production temperature: given, else the server's preferred one."""
+    runtime = facts.runtime.value
     production = options.temperature
     if production is None:
         production = SGLANG_DEFAULT_TEMPERATURE
@@ -119,14 +131,28 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
         if isinstance(preferred, str) and '"temperature"' in preferred:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 production = float(json.loads(preferred)["temperature"])
-    temperatures = sorted({0.0, float(production)})
+    return sorted({0.0, float(production)})
+
+
+def _vocab(facts: HostFacts) -> int:
     vocab = None
     if facts.target.value is not None:
         vocab = facts.target.value.vocab_size
-    if vocab is None and drafter is not None:
-        vocab = drafter.vocab_size
+    if vocab is None and facts.drafter.value is not None:
+        vocab = facts.drafter.value.vocab_size
     if not vocab:
         raise UsageError("vocabulary size unknown (no target or drafter config): give --target")
+    return vocab
+
+
+def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
+    notes: list[str] = []
+    drafter = facts.drafter.value
+    window = drafter.effective_sliding_window if drafter is not None else None
+    contexts = _contexts(facts, options, window, notes)
+    concurrency = _concurrency(facts, options, notes)
+    temperatures = _temperatures(facts, options)
+    vocab = _vocab(facts)
     sent = sum(
         conc * (ctx + options.max_new_tokens) for ctx in contexts for conc in concurrency
     ) * len(temperatures)

@@ -40,36 +40,8 @@ def write_plot(result: ProbeResult, path: str, title: str) -> None:
 
     compared = [s.name for s in result.scenarios if s.name != result.reference]
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.4))
-    for k, name in enumerate(compared):
-        style: dict[str, Any] = STYLES[k % len(STYLES)]
-        points = [(c.context, c.comparison(name)) for c in result.contexts]
-        rows = [(x, cmp) for x, cmp in points if cmp is not None]
-        xs = [x for x, _ in rows]
-        ax1.plot(xs, [cmp.output.rel_l2 for _, cmp in rows], label=name, **style)
-        ax2.errorbar(
-            xs,
-            [cmp.top1_agreement for _, cmp in rows],
-            yerr=[
-                [cmp.top1_agreement - cmp.top1_ci95[0] for _, cmp in rows],
-                [cmp.top1_ci95[1] - cmp.top1_agreement for _, cmp in rows],
-            ],
-            capsize=3,
-            label=name,
-            **style,
-        )
-    for sc in result.scenarios:
-        style = (
-            REFERENCE_STYLE
-            if sc.name == result.reference
-            else STYLES[compared.index(sc.name) % len(STYLES)]
-        )
-        runs = [(c.context, c.run_of(sc.name)) for c in result.contexts]
-        ax3.plot(
-            [x for x, r in runs if r],
-            [r.read_bytes / MIB for _, r in runs if r],
-            label=sc.name,
-            **style,
-        )
+    _plot_comparisons(result, compared, ax1, ax2)
+    _plot_reads(result, compared, ax3)
     window = result.shape.window if result.shape else None
     for ax in (ax1, ax2, ax3):
         ax.set_xscale("log", base=2)
@@ -95,3 +67,41 @@ def write_plot(result: ProbeResult, path: str, title: str) -> None:
         raise UsageError(f"{path}: cannot write plot: {e.strerror or e}") from None
     finally:
         plt.close(fig)
+
+
+def _plot_comparisons(result: ProbeResult, compared: list[str], ax1: Any, ax2: Any) -> None:
+    """Divergence (ax1) and top-1 agreement with its 95% interval (ax2) per scenario."""
+    for k, name in enumerate(compared):
+        style: dict[str, Any] = STYLES[k % len(STYLES)]
+        points = [(c.context, c.comparison(name)) for c in result.contexts]
+        rows = [(x, cmp) for x, cmp in points if cmp is not None]
+        xs = [x for x, _ in rows]
+        ax1.plot(xs, [cmp.output.rel_l2 for _, cmp in rows], label=name, **style)
+        ax2.errorbar(
+            xs,
+            [cmp.top1_agreement for _, cmp in rows],
+            yerr=[
+                [cmp.top1_agreement - cmp.top1_ci95[0] for _, cmp in rows],
+                [cmp.top1_ci95[1] - cmp.top1_agreement for _, cmp in rows],
+            ],
+            capsize=3,
+            label=name,
+            **style,
+        )
+
+
+def _plot_reads(result: ProbeResult, compared: list[str], ax3: Any) -> None:
+    """Draft attention reads per step, the reference scenario included."""
+    for sc in result.scenarios:
+        style = (
+            REFERENCE_STYLE
+            if sc.name == result.reference
+            else STYLES[compared.index(sc.name) % len(STYLES)]
+        )
+        runs = [(c.context, c.run_of(sc.name)) for c in result.contexts]
+        ax3.plot(
+            [x for x, r in runs if r],
+            [r.read_bytes / MIB for _, r in runs if r],
+            label=sc.name,
+            **style,
+        )

@@ -44,8 +44,40 @@ def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, An
 
 def render_sarif(report: Report, root: str = ".", extra_rules: Iterable[Check] = ()) -> str:
     """`extra_rules`: checks outside the per-host catalog (the fleet merge's DFD170)."""
-    rules = []
-    index = {}
+    rules, index = _rules(report, extra_rules)
+    results = []
+    for host in report.hosts:
+        fallback = host.facts.launch.source if host.facts is not None else None
+        for finding in host.findings:
+            result = _result(host.host, finding, index[finding.check_id], root, fallback)
+            results.append(result)
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "dflash-doctor",
+                        "version": __version__,
+                        "informationUri": "https://github.com/dflash-doctor/dflash-doctor",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+                "properties": {"exitCode": report.exit_code, "notes": report.notes},
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _rules(
+    report: Report, extra_rules: Iterable[Check]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One rule per check (the catalog's, then `extra_rules`), and each id's index."""
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
     for i, check in enumerate([*CATALOG.values(), *extra_rules]):
         index[check.id] = i
         rules.append(
@@ -71,41 +103,24 @@ def render_sarif(report: Report, root: str = ".", extra_rules: Iterable[Check] =
                         "defaultConfiguration": {"level": LEVEL[finding.severity]},
                     }
                 )
-    results = []
-    for host in report.hosts:
-        fallback = host.facts.launch.source if host.facts is not None else None
-        for finding in host.findings:
-            text = f"{host.host}: {finding.title}. {finding.message}"
-            if finding.fixes:
-                text += " Fix: " + "; ".join(f.describe() for f in finding.fixes) + "."
-            result: dict[str, Any] = {
-                "ruleId": finding.check_id,
-                "ruleIndex": index[finding.check_id],
-                "level": LEVEL[finding.severity],
-                "message": {"text": text},
-                "locations": [_location(finding, root, fallback)],
-                "partialFingerprints": {"dflashDoctor/v1": fingerprint(host.host, finding)},
-                "properties": {"host": host.host, "impact": finding.impact},
-            }
-            if finding.suppressed is not None:
-                result["suppressions"] = [{"kind": "external", "justification": finding.suppressed}]
-            results.append(result)
-    doc = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "dflash-doctor",
-                        "version": __version__,
-                        "informationUri": "https://github.com/dflash-doctor/dflash-doctor",
-                        "rules": rules,
-                    }
-                },
-                "results": results,
-                "properties": {"exitCode": report.exit_code, "notes": report.notes},
-            }
-        ],
+    return rules, index
+
+
+def _result(
+    host: str, finding: Finding, rule_index: int, root: str, fallback: str | None
+) -> dict[str, Any]:
+    text = f"{host}: {finding.title}. {finding.message}"
+    if finding.fixes:
+        text += " Fix: " + "; ".join(f.describe() for f in finding.fixes) + "."
+    result: dict[str, Any] = {
+        "ruleId": finding.check_id,
+        "ruleIndex": rule_index,
+        "level": LEVEL[finding.severity],
+        "message": {"text": text},
+        "locations": [_location(finding, root, fallback)],
+        "partialFingerprints": {"dflashDoctor/v1": fingerprint(host, finding)},
+        "properties": {"host": host, "impact": finding.impact},
     }
-    return json.dumps(doc, indent=2) + "\n"
+    if finding.suppressed is not None:
+        result["suppressions"] = [{"kind": "external", "justification": finding.suppressed}]
+    return result
