@@ -21,6 +21,8 @@ DEFAULT_NOISE_FLOOR = 0.02
 
 
 class Verdict(BaseModel):
+    """Keep the fix or not, why, and the means it was judged on."""
+
     keep: bool
     reason: str
     window: int | None = None
@@ -32,10 +34,12 @@ class Verdict(BaseModel):
 
 
 def _key(c: BenchCell) -> tuple[int, int, float]:
+    """The cell a measurement pairs on: (context, concurrency, temperature)."""
     return (c.context, c.concurrency, c.temperature)
 
 
 def _mean(xs: list[float]) -> float | None:
+    """The mean, or None for no values."""
     return sum(xs) / len(xs) if xs else None
 
 
@@ -59,6 +63,7 @@ def _rel_se(cells: list[BenchCell]) -> float:
 
 
 def _pct(after: float, before: float) -> str:
+    """The relative change as a signed percentage."""
     return f"{(after / before - 1) * 100:+.1f} %"
 
 
@@ -113,6 +118,7 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     noise_floor: float = DEFAULT_NOISE_FLOOR,
 ) -> Verdict:
+    """Judge the sweep after a fix against the one before it."""
     window = before.window
     old = {_key(c): c for c in before.cells if c.accept_length is not None}
     new = {_key(c): c for c in after.cells}

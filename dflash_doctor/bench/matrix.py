@@ -29,6 +29,8 @@ SGLANG_DEFAULT_TEMPERATURE = 1.0
 
 @dataclass(frozen=True)
 class BenchOptions:
+    """What the user asked of a bench: the sweep, its bounds, and whether to load a busy server."""
+
     contexts: list[int] | None = None
     concurrency: list[int] | None = None
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
@@ -41,6 +43,8 @@ class BenchOptions:
 
 @dataclass
 class Matrix:
+    """The planned sweep: its axes, the vocabulary of its prompts, and the tokens it sends."""
+
     contexts: list[int]
     concurrency: list[int]
     temperatures: list[float]
@@ -51,6 +55,7 @@ class Matrix:
     notes: list[str] = field(default_factory=list)
 
     def cells(self) -> list[tuple[int, int, float]]:
+        """Every (context, concurrency, temperature) cell, contexts varying fastest."""
         return [
             (ctx, conc, temp)
             for temp in self.temperatures
@@ -60,6 +65,7 @@ class Matrix:
 
 
 def _int(value: object) -> int | None:
+    """A positive integer, else None (bools refused)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -82,6 +88,7 @@ def _prompt_cap(facts: HostFacts, max_new_tokens: int) -> int | None:
 def _contexts(
     facts: HostFacts, options: BenchOptions, window: int | None, notes: list[str]
 ) -> list[int]:
+    """The context lengths: given, else multiples of the window; capped by the server."""
     if options.contexts:
         contexts = sorted(set(options.contexts))
     else:
@@ -101,6 +108,7 @@ def _contexts(
 
 
 def _concurrency(facts: HostFacts, options: BenchOptions, notes: list[str]) -> list[int]:
+    """The concurrencies: given, else the defaults; capped by max running requests."""
     runtime = facts.runtime.value
     max_running = None
     if runtime is not None:
@@ -135,6 +143,7 @@ def _temperatures(facts: HostFacts, options: BenchOptions) -> list[float]:
 
 
 def _vocab(facts: HostFacts) -> int:
+    """The vocabulary size prompts are drawn from: the target's, else the drafter's."""
     vocab = None
     if facts.target.value is not None:
         vocab = facts.target.value.vocab_size
@@ -146,6 +155,7 @@ def _vocab(facts: HostFacts) -> int:
 
 
 def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
+    """The sweep for a host from its facts and the options, bounded in tokens sent."""
     notes: list[str] = []
     drafter = facts.drafter.value
     window = drafter.effective_sliding_window if drafter is not None else None

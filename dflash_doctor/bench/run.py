@@ -42,6 +42,7 @@ def traffic(
 
 
 def _cell(answer: dict[str, object], ctx: int, conc: int, temp: float, new: int) -> BenchCell:
+    """One cell from the host's answer; a malformed request row is an error row, not a crash."""
     cell = BenchCell(context=ctx, concurrency=conc, temperature=temp, max_new_tokens=new)
     if "error" in answer:
         cell.error = str(answer["error"])
@@ -67,6 +68,7 @@ def run_matrix(
     pid: int | None,
     progress: Progress | None = None,
 ) -> BenchResult:
+    """Run every cell of the matrix on the host, refusing a server under traffic unless --yes."""
     launch = facts.launch.value
     address = server_address(launch)
     if facts.runtime.value is None:

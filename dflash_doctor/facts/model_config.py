@@ -25,6 +25,7 @@ MAX_INT_DIGITS = 20
 
 
 def _bounded_int(text: str) -> int:
+    """JSON integer text, refused past MAX_INT_DIGITS digits before int() is asked."""
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise FactError(f"integer of {len(text)} digits: larger than any config value")
     return int(text)
@@ -34,6 +35,7 @@ _KEY_RE = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
 
 
 def _load_object(data: bytes) -> dict[str, Any]:
+    """Config bytes as a JSON object: bounded, UTF-8, one error line for anything else."""
     if len(data) > MAX_CONFIG_BYTES:
         raise FactError(f"config is {len(data)} bytes, larger than {MAX_CONFIG_BYTES}")
     try:
@@ -61,6 +63,7 @@ def _key_lines(data: bytes) -> dict[str, int]:
 
 
 def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    """An integer key (whole floats taken, bools refused), bounded; None when absent."""
     value = obj.get(key)
     if value is None:
         if required:
@@ -77,12 +80,14 @@ def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None
 
 
 def _req_int(obj: dict[str, Any], key: str) -> int:
+    """An integer key that must be present."""
     value = _int(obj, key, required=True)
     assert value is not None
     return value
 
 
 def _float(obj: dict[str, Any], key: str) -> float | None:
+    """A number key; None when absent."""
     value = obj.get(key)
     if value is None:
         return None
@@ -92,6 +97,7 @@ def _float(obj: dict[str, Any], key: str) -> float | None:
 
 
 def _str_list(obj: dict[str, Any], key: str) -> list[str] | None:
+    """A list-of-strings key; None when absent."""
     value = obj.get(key)
     if value is None:
         return None
@@ -101,6 +107,7 @@ def _str_list(obj: dict[str, Any], key: str) -> list[str] | None:
 
 
 def _int_list(obj: dict[str, Any], key: str) -> list[int] | None:
+    """A list-of-integers key; None when absent."""
     value = obj.get(key)
     if value is None:
         return None
@@ -112,6 +119,7 @@ def _int_list(obj: dict[str, Any], key: str) -> list[int] | None:
 
 
 def _rope_theta(obj: dict[str, Any]) -> float | None:
+    """rope_theta at the top level, else in rope_parameters (transformers 5)."""
     theta = _float(obj, "rope_theta")
     if theta is not None:
         return theta
@@ -243,6 +251,7 @@ def _drafter_shape(obj: dict[str, Any]) -> tuple[int, int, int, int, int]:
 
 
 def _use_sliding_window(obj: dict[str, Any]) -> bool:
+    """The use_sliding_window flag: true or false, absent meaning false."""
     use_sw = obj.get("use_sliding_window")
     if use_sw is None:
         return False  # absent or null: the Qwen3Config default
@@ -304,6 +313,7 @@ def _dflash_first(
 
 
 def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
+    """A drafter config.json as the typed facts the checks read."""
     obj = _load_object(data)
     num_layers, heads, hidden, kv_heads, head_dim = _drafter_shape(obj)
     use_sw = _use_sliding_window(obj)
@@ -363,6 +373,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
 
 
 def parse_target_config(data: bytes, path: str) -> TargetConfig:
+    """A target config.json (its text_config for multimodal wrappers) as typed facts."""
     obj = _load_object(data)
     text = obj
     # Multimodal wrappers (e.g. Kimi K2.5/K2.6, Qwen-VL) keep the language model in text_config.
@@ -396,5 +407,6 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
 
 
 def _dtype(obj: dict[str, Any]) -> str | None:
+    """The weights dtype, under either key transformers writes."""
     value = obj.get("torch_dtype", obj.get("dtype"))
     return value if isinstance(value, str) else None

@@ -146,6 +146,7 @@ TYPES: dict[str, Callable[[str], Any]] = {
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
+    """The per-release option data from the wheels (data/sglang_options.json), read once."""
     text = resources.files("dflash_doctor").joinpath("data/sglang_options.json").read_text()
     data: dict[str, Any] = json.loads(text)
     return data
@@ -201,11 +202,13 @@ class OptionInfo:
 
     @property
     def deprecated(self) -> bool:
+        """Whether the release defines the option with one of its Deprecated actions."""
         return self.kind.startswith("Deprecated")
 
 
 @lru_cache(maxsize=64)
 def options_of(release: str) -> tuple[OptionInfo, ...]:
+    """Every option a release defines, with the wheel file:line of its definition."""
     data = _data()
     version = data["versions"][release]
     out: list[OptionInfo] = []
@@ -234,6 +237,7 @@ def option_map(release: str) -> dict[str, OptionInfo]:
 
 
 def release_info(release: str) -> dict[str, Any]:
+    """The option data of one release (prog, parser variants, actions)."""
     info: dict[str, Any] = _data()["versions"][release]
     return info
 
@@ -242,16 +246,22 @@ def release_info(release: str) -> dict[str, Any]:
 
 
 class _Refused(Exception):
+    """What argparse or SGLang would print before exiting: the launch is refused."""
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
 class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises _Refused where argparse would print and exit."""
+
     def error(self, message: str) -> Any:  # argparse's exit, as an exception
+        """Raise the refusal instead of exiting."""
         raise _Refused(message)
 
     def exit(self, status: int = 0, message: str | None = None) -> Any:
+        """Raise instead of exiting (--help, --version)."""
         raise _Refused(message or "exit")
 
 
@@ -264,6 +274,8 @@ def _recording(
     """The action class of `info.kind`, that also notes each use on the namespace."""
 
     class Recorded(base):  # type: ignore[valid-type,misc]
+        """The base action, noting each use and acting out SGLang's own refusals and warnings."""
+
         def __call__(
             self,
             parser: argparse.ArgumentParser,
@@ -420,10 +432,12 @@ def _config_keys(action: argparse.Action, variant: int) -> set[str]:
 
 
 def _is_store(a: argparse.Action) -> bool:
+    """Whether an action stores a value (argparse store)."""
     return isinstance(a, argparse._StoreAction)
 
 
 def _is_store_true(a: argparse.Action) -> bool:
+    """Whether an action is a store_true flag."""
     return isinstance(a, argparse._StoreTrueAction)
 
 
@@ -497,6 +511,7 @@ def _check_size(doc: Any, path: str, budget: int = 100_000) -> None:
 
 
 def _kind_name(action: argparse.Action) -> str:
+    """The SGLang action kind an option was defined with, as SGLang names it."""
     return str(getattr(action, "sglang_kind", type(action).__name__))
 
 
@@ -505,6 +520,8 @@ def _kind_name(action: argparse.Action) -> str:
 
 @dataclass(frozen=True)
 class UsedOption:
+    """One option a launch command used, as written and as resolved."""
+
     written: str  # the option as the command wrote it (an abbreviation stays one)
     info: OptionInfo
     option: str  # the option string argparse resolved it to
@@ -512,6 +529,8 @@ class UsedOption:
 
 @dataclass(frozen=True)
 class Replay:
+    """A release parser replayed on a launch command: the values, the options used, the refusal."""
+
     release: str
     prog: str
     argv: list[str]  # what reached argparse (after --model-type, positional MODEL, --config)
@@ -524,6 +543,7 @@ class Replay:
 
     @property
     def error_line(self) -> str | None:
+        """The refusal as argparse prints it, or None when the command parses."""
         return f"{self.prog}: error: {self.error}" if self.error is not None else None
 
 
@@ -624,15 +644,18 @@ class Renamed:
 
     @property
     def rewritable(self) -> bool:
+        """Whether the new spelling is a plain flag a fix may write in place of the old."""
         return self.new is not None and _PLAIN_FLAG.fullmatch(self.new) is not None
 
 
 def _older(release: str) -> list[str]:
+    """The releases before `release`, in order."""
     key = _release_key(release)
     return [v for v in releases() if key is not None and (_release_key(v) or key) < key]
 
 
 def _history(name: str) -> list[str]:
+    """The releases that define option `name`."""
     return [v for v in releases() if name in option_map(v)]
 
 

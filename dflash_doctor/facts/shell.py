@@ -100,6 +100,8 @@ Reader = Callable[[str], bytes]
 
 @dataclass
 class Env:
+    """The shell variables a launch script has set so far, and what could not be known."""
+
     scalars: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, list[str]] = field(default_factory=dict)
     lost: list[str] = field(default_factory=list)
@@ -107,11 +109,13 @@ class Env:
     sourced: int = 0
 
     def lose(self, name: str) -> str:
+        """Record an expansion whose value cannot be known; the marked text stands in for it."""
         if name not in self.lost:
             self.lost.append(name)
         return f"{LOST}{name}{LOST}"
 
     def set(self, name: str, value: str) -> None:
+        """Set a scalar variable (replacing an array of that name), bounded in number."""
         if len(self.scalars) + len(self.arrays) >= MAX_VARS:
             raise FactError(f"more than {MAX_VARS} shell variables")
         self.arrays.pop(name, None)
@@ -120,6 +124,8 @@ class Env:
 
 @dataclass
 class Command:
+    """One simple command: its words, the line each starts on, and array assignments."""
+
     words: list[str]
     lines: list[int]  # the line each word starts on
     first: int
@@ -149,13 +155,16 @@ class _Words:
         self.first = first  # where the command starts when it has no word yet
 
     def any(self) -> bool:
+        """Whether the command has a word or an array assignment."""
         return bool(self.words or self.arrays)
 
     def command(self, last: int) -> Command:
+        """The command scanned so far, ending on line `last`."""
         first = self.lines[0] if self.lines else self.first
         return Command(self.words, self.lines, first, last, self.arrays)
 
     def end_word(self) -> None:
+        """Close the word being built, bounded in length and number."""
         if self.cur is not None:
             if len(self.cur) > MAX_WORD or len(self.words) >= MAX_WORDS:
                 raise FactError("launch command too large")
@@ -164,6 +173,7 @@ class _Words:
             self.cur = None
 
     def add(self, text: str, line: int) -> None:
+        """Append text to the word being built, starting one on `line` if none is open."""
         if self.cur is None:
             self.cur_line = line
             self.cur = ""
@@ -196,6 +206,8 @@ class _Words:
 
 
 class _Scanner:
+    """Splits bash text into simple commands, expanding the variables in `env`."""
+
     def __init__(self, text: str, env: Env) -> None:
         self.t = text
         self.n = len(text)
@@ -227,6 +239,7 @@ class _Scanner:
         raise FactError(f"line {self.line}: cannot split the command: unterminated ${{")
 
     def _paren_end(self, start: int) -> int:
+        """The index of the `)` that closes a `$(` whose body starts at `start`."""
         depth, j = 1, start
         while j < self.n:
             c = self.t[j]
@@ -378,6 +391,7 @@ class _Scanner:
         return None
 
     def _end_line(self, w: _Words) -> Command | None:
+        """A newline ends a command that has words; a blank line moves the start."""
         w.end_word()
         self.i += 1
         self.line += 1
@@ -397,6 +411,7 @@ class _Scanner:
         return None
 
     def _backslash(self, w: _Words) -> None:
+        """An escaped character is literal; backslash-newline continues the line."""
         t = self.t
         if self.i + 1 < self.n and t[self.i + 1] == "\n":
             self.line += 1  # a line continuation
@@ -405,6 +420,7 @@ class _Scanner:
         self.i += 2
 
     def _single_quoted(self, w: _Words) -> None:
+        """Single quotes: the text up to the next quote, literally."""
         t = self.t
         end = t.find("'", self.i + 1)
         if end < 0:
@@ -416,6 +432,7 @@ class _Scanner:
         self.i = end + 1
 
     def _double_quoted(self, w: _Words) -> None:
+        """Double quotes: expansions without word splitting, a few escapes."""
         t = self.t
         w.add("", self.line)
         self.i += 1
@@ -505,6 +522,7 @@ class _Scanner:
 
 
 def _strip_prefix(words: list[str]) -> list[str]:
+    """The words after leading assignments, prefix words and an `env` with its options."""
     i = 0
     while i < len(words) and (words[i] in _PREFIX_WORDS or _ASSIGN.match(words[i])):
         i += 1
@@ -561,6 +579,7 @@ def _apply(cmd: Command, env: Env, read: Reader | None, depth: int, here: str) -
 
 
 def _source(path: str, env: Env, read: Reader | None, depth: int, here: str) -> None:
+    """Run a sourced file into `env` as bash would, bounded in depth and count."""
     shown = placeholders(path)
     if LOST in path or read is None:
         env.notes.append(f"{shown} is sourced but was not read: variables it sets are unknown")
@@ -588,6 +607,7 @@ def _source(path: str, env: Env, read: Reader | None, depth: int, here: str) -> 
 
 
 def decode(data: bytes, what: str, limit: int = 1 << 20) -> str:
+    """Launch or sourced file bytes as text: bounded, no NUL bytes, UTF-8, one error line."""
     if len(data) > limit:
         raise FactError(f"{what} is {len(data)} bytes, larger than {limit}")
     if b"\0" in data:
@@ -599,6 +619,7 @@ def decode(data: bytes, what: str, limit: int = 1 << 20) -> str:
 
 
 def is_launch(words: list[str], is_sglang: Callable[[list[str]], bool]) -> bool:
+    """Whether a command (after its prefixes) is an SGLang launch and not echo, pkill etc."""
     rest = _strip_prefix(words)
     if not rest or posixpath.basename(rest[0]) in NOT_A_LAUNCH:
         return False

@@ -20,10 +20,12 @@ SCHEMA = "dflash-doctor-bench/1"
 
 
 def _f(value: float | None, digits: int = 2) -> str:
+    """A number with `digits` decimals, or a dash for none."""
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def cell_summary(c: BenchCell) -> dict[str, Any]:
+    """One cell's figures as the JSON report gives them."""
     lengths = c.accept_lengths
     return {
         "context": c.context,
@@ -44,6 +46,7 @@ def cell_summary(c: BenchCell) -> dict[str, Any]:
 
 
 def bench_document(result: BenchResult, verdict: Verdict | None = None) -> dict[str, Any]:
+    """The bench JSON document: the sweep, each cell with its requests, the verdict if any."""
     doc: dict[str, Any] = {"schema": SCHEMA}
     doc.update(result.model_dump(exclude={"cells"}))
     doc["cells"] = [
@@ -56,10 +59,12 @@ def bench_document(result: BenchResult, verdict: Verdict | None = None) -> dict[
 
 
 def render_bench_json(result: BenchResult) -> str:
+    """The bench as its JSON document."""
     return json.dumps(bench_document(result), indent=2) + "\n"
 
 
 def _where(c: BenchCell, window: int | None) -> str:
+    """Whether a cell's context is inside or beyond the window (blank without one)."""
     if window is None:
         return ""
     return "inside" if c.context <= window else "beyond"
@@ -99,6 +104,7 @@ def bench_table(result: BenchResult, title: str | None = None) -> Table:
 
 
 def render_bench(result: BenchResult, console: Console) -> None:
+    """The bench as a terminal report: its settings, the table and its notes."""
     console.rule(Text(f"{result.host}  bench (SGLang {result.sglang_version})", style="bold"))
     console.print(
         f"window {result.window or 'none'}, vocab {result.vocab}, seed {result.seed!r}, "

@@ -15,6 +15,8 @@ STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: 
 
 
 class CatalogRow(Protocol):
+    """What the catalog listing reads of a check (a check, or a row of the index)."""
+
     @property
     def id(self) -> str: ...
     @property
@@ -26,6 +28,7 @@ class CatalogRow(Protocol):
 
 
 def render_catalog(checks: Iterable[CatalogRow], console: Console) -> None:
+    """The catalog as a table: id, severity, name, summary."""
     # One heading line and the whole summary below it, wrapped at words: a table squeezed
     # into 80 columns cut the summaries with an ellipsis.
     for c in checks:

@@ -15,11 +15,13 @@ GLYPHS = ("█", "▒", "░", "▓")
 
 
 def _bar(value: float, top: float, glyph: str, style: str) -> Text:
+    """A bar of `value` against `top`, in a glyph that tells its scenario apart."""
     n = 0 if top <= 0 else round(BAR * value / top)
     return Text(glyph * n + " " * (BAR - n), style=style)
 
 
 def render_probe(host: str, result: ProbeResult, console: Console) -> None:
+    """The probe report: shape, per-context table, divergence bars, self-check."""
     console.rule(Text(f"{host}  attention probe on {result.device} ({result.weights} weights)"))
     if result.refused:
         console.print(Text(f"refused: {result.refused}", style="yellow"))
@@ -46,6 +48,7 @@ def render_probe(host: str, result: ProbeResult, console: Console) -> None:
 
 
 def _shape_line(result: ProbeResult) -> Text:
+    """The drafter shard the probe measured."""
     s = result.shape
     assert s is not None
     window = f", trained window {s.window}" if s.window else ""
@@ -89,6 +92,7 @@ def _table(result: ProbeResult, compared: list[str]) -> Table:
 
 
 def _divergence_bars(result: ProbeResult, compared: list[str], console: Console) -> None:
+    """Bars of each scenario's output divergence per context."""
     top_div = max((cmp.output.rel_l2 for c in result.contexts for cmp in c.compared), default=0.0)
     if top_div <= 0:
         return
@@ -108,6 +112,7 @@ def _divergence_bars(result: ProbeResult, compared: list[str], console: Console)
 
 
 def _self_check_line(result: ProbeResult) -> Text:
+    """Whether scenarios with the trained spans agree with the reference."""
     sc_ = result.self_check
     assert sc_ is not None
     if sc_.passed is None:

@@ -28,6 +28,7 @@ def _uri(path: str, root: str) -> str:
 
 
 def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, Any]:
+    """Where code scanning shows a finding: its flag, config key or log line, else the launch file."""
     evidence: Evidence | None = None
     for kind in LOCATION_ORDER:
         evidence = next((e for e in finding.evidence if e.kind == kind and e.file), None)
@@ -109,6 +110,7 @@ def _rules(
 def _result(
     host: str, finding: Finding, rule_index: int, root: str, fallback: str | None
 ) -> dict[str, Any]:
+    """One finding as a SARIF result, with its fingerprint and suppression."""
     text = f"{host}: {finding.title}. {finding.message}"
     if finding.fixes:
         text += " Fix: " + "; ".join(f.describe() for f in finding.fixes) + "."

@@ -16,12 +16,14 @@ from dflash_doctor.report import HostReport, Report
 
 
 def _where(ev: Evidence) -> str:
+    """Where evidence was found: file:line, else its kind."""
     if ev.file is None:
         return clean(ev.kind)
     return clean(f"{ev.file}:{ev.line}" if ev.line is not None else ev.file)
 
 
 def _host_line(host: HostReport) -> Text:
+    """The host name with its SGLang version, GPUs and launch source."""
     text = Text(clean(host.host), style="bold")
     facts = host.facts
     if facts is None:
@@ -40,6 +42,7 @@ def _host_line(host: HostReport) -> Text:
 
 
 def _finding(f: Finding) -> Panel:
+    """One finding as a panel: title, message, evidence, impact and fixes."""
     # The title is the body's first line, not the panel's border title: a border title is
     # cut at the terminal width (CI logs are 80 columns), a body line wraps at words.
     body: list[Text | Padding] = [Text(clean(f.title), style="bold"), Text(clean(f.message))]
@@ -66,6 +69,7 @@ def _finding(f: Finding) -> Panel:
 
 
 def render_terminal(report: Report, console: Console) -> None:
+    """The report for a terminal: per host its findings, then the summary."""
     for host in report.hosts:
         # A rule's title is cut at the width; the host line below it wraps instead.
         console.rule(style="dim")
@@ -122,4 +126,5 @@ def render_terminal(report: Report, console: Console) -> None:
 
 
 def render_explain(check: Check, console: Console) -> None:
+    """One check's documentation page."""
     console.print(Markdown(f"# {check.id} {check.name} ({check.severity.value})\n\n{check.doc}"))

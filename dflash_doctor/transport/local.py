@@ -25,6 +25,7 @@ from dflash_doctor.transport.commands import HostCommands
 
 
 def _os_error(host: str, path: str, e: OSError) -> TransportError:
+    """The TransportError kind an OS error stands for, naming host and path."""
     reason = e.strerror or type(e).__name__
     kind: type[TransportError] = TransportError
     if e.errno == errno.ENOENT:
@@ -35,6 +36,8 @@ def _os_error(host: str, path: str, e: OSError) -> TransportError:
 
 
 class LocalTransport(HostCommands):
+    """This machine as a host; the commands that answer facts come from HostCommands."""
+
     remote = False
     kind: HostKind = "local"
 
@@ -45,6 +48,7 @@ class LocalTransport(HostCommands):
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
     ) -> CommandResult:
+        """Run argv without a shell; a missing command, a timeout and an OS error are typed."""
         if on_stderr is not None:
             return self._run_watching(argv, timeout, on_stderr)
         try:
@@ -103,6 +107,7 @@ class LocalTransport(HostCommands):
         return CommandResult(proc.returncode, out[0] if out else b"", bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
+        """Run argv to the end, then hand its stdout over as one chunk."""
         res = self.run(argv, timeout=timeout)
         if not res.ok:
             lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -110,6 +115,7 @@ class LocalTransport(HostCommands):
         return iter([res.stdout])
 
     def _regular(self, path: str) -> None:
+        """Refuse anything but a regular file."""
         # Never open a FIFO or device: the read could block forever or never end.
         try:
             mode = os.stat(path).st_mode
@@ -119,16 +125,19 @@ class LocalTransport(HostCommands):
             raise TransportError(f"{self.host}:{path}: not a regular file")
 
     def file_size(self, path: str) -> int:
+        """The size of a regular file."""
         self._regular(path)
         return os.stat(path).st_size
 
     def file_mode(self, path: str) -> int:
+        """The permission bits of a path."""
         try:
             return stat.S_IMODE(os.stat(path).st_mode)
         except OSError as e:
             raise _os_error(self.host, path, e) from None
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        """A whole regular file, refused when larger than max_bytes."""
         self._regular(path)
         try:
             with open(path, "rb") as f:
@@ -140,6 +149,7 @@ class LocalTransport(HostCommands):
         return data
 
     def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """A regular file in chunks, opened now so that a missing file fails here."""
         self._regular(path)
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed by the generator below
@@ -148,6 +158,7 @@ class LocalTransport(HostCommands):
         return self._chunks(f, path, chunk_bytes)
 
     def _chunks(self, f: BinaryIO, path: str, chunk_bytes: int) -> Iterator[bytes]:
+        """Read an open file to its end, then close it."""
         with f:
             while True:
                 try:
@@ -159,12 +170,14 @@ class LocalTransport(HostCommands):
                 yield chunk
 
     def list_dir(self, path: str) -> list[str]:
+        """The names in a directory, sorted."""
         try:
             return sorted(os.listdir(path))
         except OSError as e:
             raise _os_error(self.host, path, e) from None
 
     def readlink(self, path: str) -> str:
+        """Where a symbolic link points, as written in the link."""
         try:
             return os.readlink(path)
         except OSError as e:
@@ -183,25 +196,30 @@ class LocalTransport(HostCommands):
             raise _os_error(self.host, path, e) from None
 
     def real_path(self, path: str) -> str:
+        """The path with every symbolic link resolved."""
         return os.path.realpath(path)
 
     def make_dir(self, path: str) -> None:
+        """Create one directory (not its parents)."""
         try:
             os.mkdir(path)
         except OSError as e:
             raise _os_error(self.host, path, e) from None
 
     def remove_dir(self, path: str) -> None:
+        """Remove one empty directory."""
         try:
             os.rmdir(path)
         except OSError as e:
             raise _os_error(self.host, path, e) from None
 
     def free_bytes(self, path: str) -> int | None:
+        """Free bytes on the file system that holds path; None when it cannot be asked."""
         try:
             return shutil.disk_usage(path).free
         except OSError:
             return None
 
     def close(self) -> None:
+        """Nothing to close: no connection is held."""
         return None
