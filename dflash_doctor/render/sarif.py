@@ -28,7 +28,7 @@ def _uri(path: str, root: str) -> str:
 
 
 def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, Any]:
-    """Where code scanning shows a finding: its flag, config key or log line, else the launch file."""
+    """Where code scanning shows a finding: flag, config key or log line, else the launch file."""
     evidence: Evidence | None = None
     for kind in LOCATION_ORDER:
         evidence = next((e for e in finding.evidence if e.kind == kind and e.file), None)
