@@ -137,6 +137,7 @@ class Gatherer:
                 continue  # processes come and go while we look
             if self._is_server(cmdline):
                 servers.append((pid, cmdline))
+        servers = self._outside_containers(servers)
         port = self._launch_file_port() if len(servers) > 1 else None
         if port is not None:
             # The server this launch file starts (its port), never merely the first one:
@@ -150,6 +151,27 @@ class Gatherer:
                     return pid
             return None
         return servers[0][0] if servers else None
+
+    def _outside_containers(self, servers: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """The servers that run on the machine itself. One in a Docker container has its
+        models, Python and log in the container's namespace: read from here they would be
+        the wrong files (and `fix --apply` would stop a container's process), so it is named
+        for `docker://` instead; a FactError when only such servers run."""
+        if self.t.kind not in ("local", "ssh") or self.spec.recorded or not servers:
+            return servers
+        from dflash_doctor.transport.docker import container_name, container_of_process
+
+        bare, contained = [], []
+        for pid, cmdline in servers:
+            cid = container_of_process(self.t, pid)
+            if cid is None:
+                bare.append((pid, cmdline))
+            else:
+                contained.append(container_name(self.t, cid))
+        if bare or not contained:
+            return bare
+        targets = ", ".join(f"docker://{n}" for n in dict.fromkeys(contained))
+        raise FactError(f"the SGLang server runs in a Docker container: check {targets}")
 
     def _launch_file_port(self) -> int | None:
         path = self.spec.hints.launch_file

@@ -364,3 +364,18 @@ def container_of_process(outer: Transport, pid: int) -> str | None:
     except DoctorError:
         return None
     return container_of_cgroup(data.decode("utf-8", "replace"))
+
+
+def container_name(outer: Transport, container_id: str) -> str:
+    """The name of a container (for a `docker://` target), else its short id."""
+    try:
+        res = outer.run(
+            docker_argv(
+                "inspect", "--type", "container", "--format", "{{.Name}}", "--", container_id
+            ),
+            timeout=30,
+        )
+    except DoctorError:
+        return container_id[:12]
+    name = res.stdout.decode("utf-8", "replace").strip().lstrip("/")
+    return name if res.ok and CONTAINER_NAME.fullmatch(name) else container_id[:12]

@@ -4,6 +4,7 @@ that exist only in the container (fixtures/containers/docker_host.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor.container_targets import parse_container_target
-from dflash_doctor.errors import FileMissing, HostUnreachable, Refused, TransportError, UsageError
+from dflash_doctor.errors import (
+    FactError,
+    FileMissing,
+    HostUnreachable,
+    Refused,
+    TransportError,
+    UsageError,
+)
+from dflash_doctor.gather import Gatherer
+from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.docker import (
     DockerTransport,
     _Exec,
@@ -136,6 +146,22 @@ def test_discovery_finds_the_sglang_container(sglang_container) -> None:  # type
         log = b"".join(t.runtime_log(tail_lines=1000))
         assert b"draft_window_size=None, compact_cache=False" in log
         assert len(b"".join(t.runtime_log(tail_lines=1)).splitlines()) == 1
+
+
+def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(
+    sglang_container: dict[str, object],
+) -> None:
+    """`check local` sees a container's processes in the host's /proc, but their paths are
+    the container's: such a server is named as docker://NAME, never read from here."""
+    name = str(sglang_container["name"])
+    local = LocalTransport()
+    with DockerTransport("c", local, name) as t:
+        host_pid = t.info.pid
+    g = Gatherer(HostSpec(name="local"), LocalTransport())
+    mine = (os.getpid(), b"python\0-m\0sglang.launch_server\0")
+    assert g._outside_containers([(host_pid, b""), mine]) == [mine]
+    with pytest.raises(FactError, match=f"runs in a Docker container: check docker://{name}"):
+        g._outside_containers([(host_pid, b"")])
 
 
 def test_a_missing_or_stopped_container_is_one_line(docker_image: str) -> None:
