@@ -157,17 +157,15 @@ class Gatherer:
         models, Python and log in the container's namespace: read from here they would be
         the wrong files (and `fix --apply` would stop a container's process), so it is named
         for `docker://` instead; a FactError when only such servers run."""
-        if self.t.kind not in ("local", "ssh") or self.spec.recorded or not servers:
-            return servers
-        from dflash_doctor.transport.docker import container_name, container_of_process
+        from dflash_doctor.transport.docker import machine_server_container
 
         bare, contained = [], []
         for pid, cmdline in servers:
-            cid = container_of_process(self.t, pid)
-            if cid is None:
+            name = machine_server_container(self.t, pid)
+            if name is None:
                 bare.append((pid, cmdline))
             else:
-                contained.append(container_name(self.t, cid))
+                contained.append(name)
         if bare or not contained:
             return bare
         targets = ", ".join(f"docker://{n}" for n in dict.fromkeys(contained))

@@ -379,3 +379,13 @@ def container_name(outer: Transport, container_id: str) -> str:
         return container_id[:12]
     name = res.stdout.decode("utf-8", "replace").strip().lstrip("/")
     return name if res.ok and CONTAINER_NAME.fullmatch(name) else container_id[:12]
+
+
+def machine_server_container(t: Transport, pid: int) -> str | None:
+    """The container (its name, else short id) that process `pid` of machine `t` runs in;
+    None when it runs on the machine itself, or `t` is no machine (a container, a recorded
+    tree: their /proc shows only their own processes)."""
+    if t.kind not in ("local", "ssh"):
+        return None
+    cid = container_of_process(t, pid)
+    return container_name(t, cid) if cid is not None else None
