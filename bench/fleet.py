@@ -23,6 +23,7 @@ the CPU measured here is the tool's own. Printed, each with the load average:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import multiprocessing
@@ -255,13 +256,37 @@ def live_host(work: Path, opts: SSHOptions, hosts: int, rtt: float) -> None:
         ]
         timed(live[:1], opts, 1)
         trips = execs_per_host(live[:2], opts)
-        per = timed(live, opts, 1) / hosts
+        with bundle_seconds() as on_host:
+            per = timed(live, opts, 1) / hosts
         print(
             f"live stand-in server at a {rtt:g} ms round trip (SGLang's own parse and its "
-            f"HTTP API too): {per:.3f} s per host, {dict(trips)} (target <= 0.3 s), {load()}"
+            f"HTTP API too): {per:.3f} s per host, {dict(trips)}, of which "
+            f"{sum(on_host) / len(on_host):.3f} s the bundle on the host (the server's Python "
+            f"importing its sglang), {load()}"
         )
     finally:
         stand_in.close()
+
+
+@contextlib.contextmanager
+def bundle_seconds() -> Iterator[list[float]]:
+    """The seconds each bundle says it worked on its host (after sshd, the login shell and
+    the interpreter's start), collected while the block runs."""
+    from dflash_doctor.transport import prefetch
+
+    seen: list[float] = []
+    real = prefetch.fetch_answers
+
+    def counted(*a: Any, **kw: Any) -> prefetch.Answers:
+        answers = real(*a, **kw)
+        seen.append(answers.seconds)
+        return answers
+
+    prefetch.fetch_answers = counted
+    try:
+        yield seen
+    finally:
+        prefetch.fetch_answers = real
 
 
 def cpu_seconds() -> float:
@@ -311,11 +336,13 @@ def main() -> None:
             f"~/.bashrc {'read' if args.login_rc else 'skipped'}; per host: {dict(trips)}"
         )
         cpu = cpu_seconds()
-        serial = timed(serial_specs, opts, 1) / args.hosts
+        with bundle_seconds() as on_host:
+            serial = timed(serial_specs, opts, 1) / args.hosts
         cpu = (cpu_seconds() - cpu) / args.hosts
         print(
             f"dflash-doctor --jobs 1: {serial:.3f} s per host (target <= 0.3 s), of which "
-            f"{cpu * 1000:.0f} ms the tool's CPU, {load()}"
+            f"{cpu * 1000:.0f} ms the tool's CPU and {sum(on_host) / len(on_host) * 1000:.0f} ms "
+            f"the bundle's own work on the host, {load()}"
         )
         # The same hosts 100 ms further away: the growth counts the round trips per host,
         # whatever the load; the rest of the cost is CPU, here the hosts' own too (every
