@@ -82,16 +82,21 @@ LIMITS = {
 MAX_BUNDLE_BYTES = LIMITS["total"] * 2 + (1 << 20)
 
 
+# Unpacks the script and its config (zlib, base64) and runs the script as __main__ with the
+# config as its one argument: the command shrinks from ~100 KB to ~30 KB, which a real
+# network's TCP slow start sends in fewer round trips (stdlib only, Python 3.8+).
+UNPACK = (
+    "import binascii,sys,zlib;"
+    "s,c=zlib.decompress(binascii.a2b_base64(sys.argv[1])).decode().split('\\0',1);"
+    "sys.argv[1:]=[c];exec(compile(s,'dflash-bundle','exec'))"
+)
+
+
 def bundle_argv(config: dict[str, Any]) -> list[str]:
     """The one remote command: a POSIX sh guard that picks the interpreter, then the script."""
-    return [
-        "sh",
-        "-c",
-        guard_script(),
-        "dflash-bundle",
-        script_source(BUNDLE_SCRIPT),
-        json.dumps(config, separators=(",", ":")),
-    ]
+    packed = script_source(BUNDLE_SCRIPT) + "\0" + json.dumps(config, separators=(",", ":"))
+    blob = base64.b64encode(zlib.compress(packed.encode(), 9)).decode("ascii")
+    return ["sh", "-c", guard_script(), "dflash-bundle", UNPACK, blob]
 
 
 def _unpack(text: str) -> bytes:

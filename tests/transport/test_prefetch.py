@@ -409,3 +409,23 @@ def test_shipped_modules_are_stdlib_python_3_8(module: str) -> None:
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_the_bundle_command_is_packed_and_runs_here(tmp_path: Path) -> None:
+    """The command carries the script and config compressed (a third of their size, for a
+    real network's slow start); its Python 3.8 bootstrap runs the script as __main__."""
+    import ast
+    import json
+
+    from dflash_doctor.shipped import script_source
+
+    ast.parse(prefetch.UNPACK, feature_version=(3, 8))
+    spec = HostSpec.of(name="h", log_path="/nope.log")
+    config = bundle_config(spec)
+    config.update(pgrep=None, nvidia_smi=None, commands=[], native=None, server_http=None)
+    argv = prefetch.bundle_argv(config)
+    plain = len(script_source(prefetch.BUNDLE_SCRIPT)) + len(json.dumps(config))
+    assert sum(map(len, argv)) < plain / 2
+    got = subprocess.run(argv, capture_output=True, check=True, timeout=60)
+    answer = json.loads(got.stdout)
+    assert answer["version"] == prefetch.BUNDLE_VERSION and "/nope.log" in answer["files"]
