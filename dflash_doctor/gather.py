@@ -339,7 +339,9 @@ class Gatherer:
             # A container's server logs to a pipe: its runtime (docker, kubelet) keeps it.
             where = f"{self.t.kind} logs"
             try:
-                chunks = self.t.runtime_log(tail_lines=RUNTIME_LOG_TAIL_LINES)
+                chunks = self.t.runtime_log(
+                    tail_lines=RUNTIME_LOG_TAIL_LINES, since=self.spec.hints.log_since
+                )
             except Refused:
                 pass  # the log is a file here (local, SSH, a recorded tree)
             except DoctorError as e:

@@ -84,6 +84,11 @@ class GatherHints(BaseModel):
         default=None, description="the launch command itself (string or argv list)"
     )
     log_path: str | None = None
+    log_since: str | None = Field(
+        default=None,
+        description="read the runtime-kept log (docker/kubectl logs) only since this "
+        "duration (15m, 2h) or time",
+    )
     drafter_path: str | None = Field(default=None, description="drafter dir or HF repo id")
     target_path: str | None = Field(default=None, description="target dir or HF repo id")
     sglang_version: str | None = Field(default=None, description="declared SGLang version")

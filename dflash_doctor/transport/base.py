@@ -121,9 +121,10 @@ class Transport(Protocol):
         recorded tree's `_captured/nvidia-smi.csv`; Refused offline."""
         ...
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
         """The server log that the runtime keeps (`docker logs`, `kubectl logs`), bounded to
-        its last `tail_lines` lines; Refused where the log is only a file (local, SSH,
+        its last `tail_lines` lines and, given `since` (a duration such as 15m, or a time),
+        to what was logged since then; Refused where the log is only a file (local, SSH,
         recorded): gather then finds it through /proc/PID/fd."""
         ...
 

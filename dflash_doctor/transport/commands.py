@@ -80,7 +80,7 @@ class HostCommands:
         """The bundle's config as this kind of host needs it (a live host: as it is)."""
         return config
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
         raise Refused(f"{self.host}: the server log is a file here, found through /proc/PID/fd")
 
     def __enter__(self) -> Self:

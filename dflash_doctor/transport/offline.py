@@ -44,5 +44,5 @@ class OfflineTransport(Delegating):
     def gpu_table(self) -> bytes:
         raise Refused(f"{self.host}: offline: no host to list GPUs of")
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
         raise Refused(f"{self.host}: offline: no running server, no log")

@@ -362,8 +362,8 @@ class PrefetchTransport:
     def prefetched(self, config: dict[str, Any]) -> Transport:
         return self
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
-        return self.inner.runtime_log(tail_lines=tail_lines)
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
+        return self.inner.runtime_log(tail_lines=tail_lines, since=since)
 
     def __enter__(self) -> Self:
         return self

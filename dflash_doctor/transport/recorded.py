@@ -128,7 +128,7 @@ class RecordedTransport(Delegating):
     def gpu_table(self) -> bytes:
         return self.read_file(GPU_CAPTURE, max_bytes=MAX_CAPTURE_BYTES)
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
         raise Refused(f"{self.host}: a recorded tree's log is a file, found through /proc/PID/fd")
 
     def command_path(self, path: str) -> str:

@@ -77,8 +77,8 @@ class Delegating:
     def gpu_table(self) -> bytes:
         return self.inner.gpu_table()
 
-    def runtime_log(self, *, tail_lines: int) -> Iterator[bytes]:
-        return self.inner.runtime_log(tail_lines=tail_lines)
+    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
+        return self.inner.runtime_log(tail_lines=tail_lines, since=since)
 
     def command_path(self, path: str) -> str:
         return self.inner.command_path(path)

@@ -146,6 +146,10 @@ def test_discovery_finds_the_sglang_container(sglang_container) -> None:  # type
         log = b"".join(t.runtime_log(tail_lines=1000))
         assert b"draft_window_size=None, compact_cache=False" in log
         assert len(b"".join(t.runtime_log(tail_lines=1)).splitlines()) == 1
+        assert b"draft_window_size=None" in b"".join(t.runtime_log(tail_lines=9, since="1h"))
+        assert b"".join(t.runtime_log(tail_lines=9, since="2099-01-01T00:00:00Z")) == b""
+        with pytest.raises(TransportError, match="not a duration"):
+            t.runtime_log(tail_lines=9, since="--follow")
 
 
 def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(

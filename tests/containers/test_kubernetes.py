@@ -83,6 +83,7 @@ def test_check_reads_the_pod_through_kubectl(kube, tmp_path: Path) -> None:  # t
                         "namespace": "inference",
                         "kubeconfig": "/etc/kube/prod.yaml",
                         "kube_context": "prod-east",
+                        "log_since": "15m",
                     }
                 }
             }
@@ -109,7 +110,7 @@ def test_check_reads_the_pod_through_kubectl(kube, tmp_path: Path) -> None:  # t
     execs = [c for c in calls if c[3] == "exec"]
     assert execs and all(c[4:7] == [POD, "--container=sglang", "--"] for c in execs)
     (logs,) = [c for c in calls if c[3] == "logs"]
-    assert logs[4:] == [POD, "--tail=200000", "--container=sglang"]
+    assert logs[4:] == [POD, "--tail=200000", "--container=sglang", "--since=15m"]
 
 
 def test_fix_prints_a_patch_of_the_deployment_and_never_applies(kube) -> None:  # type: ignore[no-untyped-def]
