@@ -12,6 +12,7 @@ import shlex
 from dflash_doctor.checks.base import Finding
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.edits import Edit, edit_argv
+from dflash_doctor.fix.launch_sources import file_backed
 
 # Fix actions `dflash-doctor fix` edits into the launch source (fix/edits.py EDITABLE).
 _AUTOMATED = ("set_flag", "remove_flag", "replace_flag")
@@ -39,7 +40,7 @@ def fix_command(how: list[str], overrides: dict[str, str | None]) -> str:
 
 def launch_place(launch_file: str | None, launch: LaunchArgs | None) -> str | None:
     """The launch file to change, with the command's lines where they are known."""
-    if launch is not None and launch.kind in ("script", "systemd", "compose"):
+    if launch is not None and file_backed(launch):
         if launch.command_lines is not None:
             first, last = launch.command_lines
             return f"{launch.source}:{first}" + (f"-{last}" if last != first else "")

@@ -405,11 +405,22 @@ def parse_launch_file(
 ) -> LaunchArgs:
     """`read` reads the files the launch file pulls in (sourced env files,
     EnvironmentFile=) through the host's file reader."""
-    if path.endswith((".yaml", ".yml")):
+    kind = launch_file_kind(path, data)
+    if kind == "compose":
         return parse_compose(data, source=source, service=service)
-    if path.endswith((".service", ".conf")) or b"ExecStart=" in data:
+    if kind == "systemd":
         return parse_systemd_unit(data, source=source, read=read)
     return parse_script(data, source=source, read=read, path=path)
+
+
+def launch_file_kind(path: str, data: bytes) -> LaunchKind:
+    """Which kind of launch file `path` is: compose by its name, systemd by its name (a unit
+    or a drop-in `.conf`) or an `ExecStart=` line, else a shell script."""
+    if path.endswith((".yaml", ".yml")):
+        return "compose"
+    if path.endswith((".service", ".conf")) or b"ExecStart=" in data:
+        return "systemd"
+    return "script"
 
 
 # SGLang's namespace names -> LaunchArgs fields, for the host's own parser (gather.native)

@@ -15,6 +15,7 @@ from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileMissing, PermissionDenied, TransportError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.edits import EDITABLE
+from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec, process_pid
@@ -191,22 +192,11 @@ class Applier:
         if self.spec.fix.relaunch:
             self._run(["sh", "-c", self.spec.fix.relaunch], timeout=budget)
             return
-        if launch.kind == "systemd":
-            unit = posixpath.basename(source)
-            if source.endswith(".conf") and source.rstrip("/").split("/")[-2].endswith(".d"):
-                unit = source.rstrip("/").split("/")[-2][: -len(".d")]  # a drop-in
-            self._run(self._sudo(["systemctl", "daemon-reload"]))
-            self._run(self._sudo(["systemctl", "restart", "--", unit]), timeout=budget)
-            return
-        if launch.kind == "compose":
-            argv = ["docker", "compose", "-f", source, "up", "-d", "--force-recreate"]
-            self._run(
-                self._sudo(
-                    argv
-                    + ([self.spec.hints.compose_service] if self.spec.hints.compose_service else [])
-                ),
-                timeout=budget,
-            )
+        commands = source_for(launch.kind).relaunch(source, self.spec.hints.compose_service)
+        if commands is not None:  # a service manager restarts it
+            for i, argv in enumerate(commands):
+                last = i == len(commands) - 1
+                self._run(self._sudo(argv), timeout=budget if last else 60)
             return
         command = self.start_argv(source)  # can it start? before anything is stopped
         if self.started_session is not None:
@@ -370,7 +360,8 @@ def _apply_locked(
             )
         new = plan.new_text.encode("utf-8")
         a.check_space(source, len(current) + len(new))
-        if live and plan.launch.kind not in ("systemd", "compose") and not spec.fix.relaunch:
+        managed = source_for(plan.launch.kind).managed
+        if live and not managed and not spec.fix.relaunch:
             a.start_argv(source)  # the relaunch must be able to start before anything stops
         bak, old, mode = a.backup(source, stamp)
         a.write(source, new, mode)
@@ -450,7 +441,7 @@ def _roll_back(
             a.steps,
         )
     stopped = a.stopped is not None or a.started_session is not None or bool(a.spec.fix.relaunch)
-    stopped = stopped or launch.kind in ("systemd", "compose")
+    stopped = stopped or source_for(launch.kind).managed
     back: str | None
     try:
         if stopped:
@@ -482,11 +473,7 @@ def describe_relaunch(
         return f"run the configured relaunch command: {spec.fix.relaunch}"
     if launch is None or source is None:
         return "no launch file: restart the server with the new command yourself"
-    if launch.kind == "systemd":
-        return f"systemctl daemon-reload && systemctl restart {posixpath.basename(source)}"
-    if launch.kind == "compose":
-        return f"docker compose -f {source} up -d --force-recreate"
-    return f"stop the running server, start {source} detached, wait for /health, re-check"
+    return source_for(launch.kind).describe(source, spec.hints.compose_service)
 
 
 def backups(transport: Transport, spec: HostSpec, source: str) -> list[str]:

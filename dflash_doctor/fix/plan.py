@@ -8,9 +8,9 @@ import shlex
 from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.checks.base import CheckResult
-from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import LaunchArgs
-from dflash_doctor.fix.edits import EDITABLE, Edit, edit_argv, edit_compose, edit_shell
+from dflash_doctor.fix.edits import EDITABLE, Edit, edit_argv
+from dflash_doctor.fix.launch_sources import source_for
 
 
 class FixPlan(BaseModel):
@@ -104,12 +104,8 @@ def plan_fixes(
         old_text = source_text
         if not edits:
             new_text = source_text
-        elif source_launch.kind == "compose":
-            new_text = edit_compose(source_text, edits)
-        elif source_launch.kind in ("script", "systemd"):
-            new_text = edit_shell(source_text, source_launch, edits)
         else:
-            raise FactError(f"cannot edit a {source_launch.kind} launch source")
+            new_text = source_for(source_launch.kind).edit(source_text, source_launch, edits)
         new_argv = edit_argv(source_launch.argv, edits)
     elif running is not None:
         new_argv = edit_argv(running.argv, edits)

@@ -3,15 +3,12 @@ FixReport (fix/report.py) that render/fix.py prints and the CLI turns into the e
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dflash_doctor.errors import DoctorError, FactError
-from dflash_doctor.facts.launch import parse_launch_file
+from dflash_doctor.errors import DoctorError
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
-from dflash_doctor.fix.edits import edit_argv, edit_inventory_launch
+from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import BenchPair, FixReport, PlanView
 from dflash_doctor.gather import Gatherer, gather
@@ -58,16 +55,13 @@ def fix_host(
         )
         if handled is not None:
             return handled
-        source = spec.hints.launch_file or (
-            facts.launch.value.source
-            if facts.launch.value and facts.launch.value.kind in ("script", "systemd", "compose")
-            else None
-        )
+        running = facts.launch.value
+        source = spec.hints.launch_file or (running.source if file_backed(running) else None)
         text = source_launch = None
         if source is not None:
             data = transport.read_file(source, max_bytes=1 << 20)
             text = data.decode("utf-8")
-            source_launch = parse_launch_file(
+            source_launch = parse_file(
                 data,
                 source=source,
                 path=source,
@@ -90,28 +84,8 @@ def fix_host(
         )
         writer = transport
         if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:
-            # The launch is the inventory's own `launch:` entry: edit that file, here, from
-            # its unredacted text (the parsed launch hides secrets: never write those back).
-            try:
-                raw = (
-                    shlex.split(spec.hints.launch)
-                    if isinstance(spec.hints.launch, str)
-                    else list(spec.hints.launch)
-                )
-            except ValueError as e:
-                raise FactError(
-                    f"{spec.fix.inventory_file}: host {spec.name} launch: {e}"
-                ) from None
-            new_argv = edit_argv(raw, plan.edits)
-            old_text = Path(spec.fix.inventory_file).read_text(encoding="utf-8")
-            plan = plan.model_copy(
-                update={
-                    "new_argv": new_argv,
-                    "source": spec.fix.inventory_file,
-                    "old_text": old_text,
-                    "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
-                }
-            )
+            # The launch is the inventory's own `launch:` entry: edit that file, here.
+            plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits))
             # Written here, never relaunched (the host runs what the inventory says later).
             writer = open_here("local")
         view = _view(plan)

@@ -1,0 +1,243 @@
+"""Where a server's launch lives, one record per kind: how it is parsed, edited, relaunched
+and described, in one place (before, five modules each switched on the kind and drifted: a
+systemd drop-in was restarted by its unit's name but described by the drop-in's file name).
+
+Kinds: `script` (a shell launch script), `systemd` (a unit or a drop-in), `compose` (a compose
+file's service), `argv` (the inventory's or host.yaml's own `launch:` entry) and `process`
+(a bare process: only its command line, no file to edit). Container kinds are added by
+`register(kind, factory)`.
+
+Relaunch is data: the argv lists to run after the write (each through `sudo -n` when the host
+says so), or None for "stop the running server and start the script detached", which
+`fix/apply.py` does itself (it watches the session it started).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+
+from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import (
+    launch_file_kind,
+    parse_compose,
+    parse_script,
+    parse_systemd_unit,
+)
+from dflash_doctor.facts.models import LaunchArgs
+from dflash_doctor.facts.shell import Reader
+from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_inventory_launch, edit_shell
+
+if TYPE_CHECKING:
+    from dflash_doctor.hosts import HostSpec
+
+
+class LaunchSource(Protocol):
+    """One kind of launch source. `file_backed`: the launch is a file on the host that `fix`
+    edits; `managed`: something other than the doctor restarts it (systemd, compose), so a
+    relaunch is that manager's command and there is no process of ours to stop first."""
+
+    kind: str
+    file_backed: bool
+    managed: bool
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        """The launch in `data` (the file's bytes), with flag lines for edits and evidence."""
+        ...
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        """The file's new text with `edits` made; every other line kept."""
+        ...
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        """The commands that restart the server from `source`; None: stop and start it."""
+        ...
+
+    def describe(self, source: str, service: str | None) -> str:
+        """What `fix --apply` does after the write, in words (the relaunch as a command)."""
+        ...
+
+
+class _NoFile:
+    """Shared by the kinds without a launch file on the host."""
+
+    kind: str
+    file_backed = False
+    managed = False
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        raise FactError(f"a {self.kind} launch has no file to parse")
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        raise FactError(f"cannot edit a {self.kind} launch source")
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        return None
+
+    def describe(self, source: str, service: str | None) -> str:
+        return "no launch file: restart the server with the new command yourself"
+
+
+class Script:
+    """A shell launch script: edited in place; relaunched by stopping the server the doctor
+    found and starting the script detached (fix/apply.py)."""
+
+    kind = "script"
+    file_backed = True
+    managed = False
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return parse_script(data, source=source, read=read, path=path)
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_shell(text, launch, edits)
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        return None
+
+    def describe(self, source: str, service: str | None) -> str:
+        return f"stop the running server, start {source} detached, wait for /health, re-check"
+
+
+def unit_name(source: str) -> str:
+    """The systemd unit a unit file or drop-in belongs to.
+
+    A drop-in `/etc/systemd/system/sglang.service.d/override.conf` configures `sglang.service`
+    (systemd.unit(5), "drop-in" directories `NAME.d/`): restarting or naming `override.conf`
+    would be wrong.
+    """
+    parent = posixpath.basename(posixpath.dirname(source.rstrip("/")))
+    if source.endswith(".conf") and parent.endswith(".d") and len(parent) > 2:
+        return parent[: -len(".d")]
+    return posixpath.basename(source)
+
+
+class SystemdUnit:
+    """A systemd unit file or drop-in: the last `ExecStart=` of [Service] is edited; systemd
+    restarts the unit (after daemon-reload, as the file changed)."""
+
+    kind = "systemd"
+    file_backed = True
+    managed = True
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return parse_systemd_unit(data, source=source, read=read)
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_shell(text, launch, edits)
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        return [["systemctl", "daemon-reload"], ["systemctl", "restart", "--", unit_name(source)]]
+
+    def describe(self, source: str, service: str | None) -> str:
+        return f"systemctl daemon-reload && systemctl restart {unit_name(source)}"
+
+
+class ComposeService:
+    """A docker compose file's service: its `command:` list is edited; compose recreates it."""
+
+    kind = "compose"
+    file_backed = True
+    managed = True
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return parse_compose(data, source=source, service=service)
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_compose(text, edits)
+
+    def _argv(self, source: str, service: str | None) -> list[str]:
+        argv = ["docker", "compose", "-f", source, "up", "-d", "--force-recreate"]
+        return argv + ([service] if service else [])
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        return [self._argv(source, service)]
+
+    def describe(self, source: str, service: str | None) -> str:
+        return shlex.join(self._argv(source, service))
+
+
+class InventoryEntry(_NoFile):
+    """The `launch:` entry of an inventory host: the inventory file (on this machine) is
+    rewritten, the host is never relaunched (it runs what the inventory says later)."""
+
+    kind = "argv"
+
+    def rewrite(self, spec: HostSpec, edits: list[Edit]) -> dict[str, Any]:
+        """The plan's fields as an edit of the inventory file (`source`, `old_text`,
+        `new_text`, `new_argv`), made from the entry's unredacted words (the parsed launch
+        hides secrets: never write those back)."""
+        given, inventory = spec.hints.launch, spec.fix.inventory_file
+        if given is None or inventory is None:
+            raise FactError(f"host {spec.name}: no inventory `launch:` entry to edit")
+        try:
+            raw = shlex.split(given) if isinstance(given, str) else list(given)
+        except ValueError as e:
+            raise FactError(f"{inventory}: host {spec.name} launch: {e}") from None
+        new_argv = edit_argv(raw, edits)
+        old_text = Path(inventory).read_text(encoding="utf-8")
+        return {
+            "new_argv": new_argv,
+            "source": inventory,
+            "old_text": old_text,
+            "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
+        }
+
+
+class BareProcess(_NoFile):
+    """A server found only as a process: its command line is known, no file holds it."""
+
+    kind = "process"
+
+
+_FACTORIES: dict[str, Callable[[], LaunchSource]] = {
+    "script": Script,
+    "systemd": SystemdUnit,
+    "compose": ComposeService,
+    "argv": InventoryEntry,
+    "process": BareProcess,
+}
+
+
+def register(kind: str, factory: Callable[[], LaunchSource]) -> None:
+    """Add (or replace) the launch source of `kind`: how container launches join the table."""
+    _FACTORIES[kind] = factory
+
+
+def source_for(kind: str) -> LaunchSource:
+    """The launch source of a parsed launch's `kind`."""
+    factory = _FACTORIES.get(kind)
+    if factory is None:
+        raise FactError(f"no launch source of kind {kind!r}")
+    return factory()
+
+
+def file_backed(launch: LaunchArgs | None) -> TypeGuard[LaunchArgs]:
+    """Whether `launch` came from a file on the host that `fix` edits."""
+    return launch is not None and source_for(launch.kind).file_backed
+
+
+def parse_file(
+    data: bytes,
+    *,
+    source: str,
+    path: str,
+    service: str | None = None,
+    read: Reader | None = None,
+) -> LaunchArgs:
+    """A launch file of whichever kind its name and text say (facts.launch.launch_file_kind)."""
+    kind = source_for(launch_file_kind(path, data))
+    return kind.parse(data, source=source, path=path, service=service, read=read)
