@@ -460,6 +460,7 @@ def progress(text: str) -> None:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure every context of the spec: the JSON object main() prints."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
     tp = max(1, int(spec.get("tp_size", 1)))
     cfg = shape_of(spec["config"], tp, spec.get("layer_types"))
@@ -477,173 +478,213 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     dtype_name = spec.get("dtype", "float32")
     if dtype_name not in DTYPE_NAMES:
         raise ValueError(f"dtype {dtype_name!r} is not one of {', '.join(DTYPE_NAMES)}")
-    dtype = getattr(torch, dtype_name)
-    elt = torch.finfo(dtype).bits // 8
     budget = int(spec.get("budget_mib", DEFAULT_BUDGET_MIB)) * 1024 * 1024
-    device_name = "cpu"
-    if device == "cuda":
-        free, _total = torch.cuda.mem_get_info()
-        device_name = f"cuda:{torch.cuda.current_device()} ({torch.cuda.get_device_name()})"
-        if free < budget:
-            return {
-                **base,
-                "device": device_name,
-                "refused": f"GPU has {free // 2**20} MiB free, below the "
-                f"{budget // 2**20} MiB budget: not risking the server",
-            }
-    else:
-        # One thread: a host's CPUs serve other work, and several threads on busy cores
-        # cost 3-4x the CPU seconds and wall time of one (measured on this 2-core machine
-        # under load 9: 2.4 s vs 6.8-9.0 s of CPU for one context).
-        torch.set_num_threads(CPU_THREADS)
-    block = int(spec.get("block_size", 16))
-    tokens = int(spec.get("agreement_tokens", DEFAULT_AGREEMENT_TOKENS))
-    blocks = max(1, -(-tokens // block))
-    tokens = blocks * block
-    seed = int(spec.get("seed", 0))
+    device_name, refused = _claim_device(device, budget)
     kv_dtype = spec.get("kv_dtype", "bfloat16")
-    if kv_dtype not in KV_BYTES:
+    if refused is None and kv_dtype not in KV_BYTES:
         raise ValueError(f"kv_dtype {kv_dtype!r} is not one of {', '.join(KV_BYTES)}")
-    real = spec.get("weights") == "real"
-    if weight_bytes(cfg) > budget:
-        return {
-            **base,
-            "device": device_name,
-            "refused": f"the attention weights of one GPU's shard need "
-            f"{weight_bytes(cfg) / 2**20:.0f} MiB, over the {budget // 2**20} MiB budget",
-        }
-    tensors = None
-    if real:
-        d = cfg["head_dim"]
-        wanted: dict[str, tuple[int | None, int | None]] = {}
-        for i in range(cfg["layers"]):
-            prefix = f"layers.{i}.self_attn."
-            wanted[prefix + "q_proj.weight"] = (cfg["heads"] * d, None)
-            wanted[prefix + "k_proj.weight"] = (cfg["kv_heads"] * d, None)
-            wanted[prefix + "v_proj.weight"] = (cfg["kv_heads"] * d, None)
-            wanted[prefix + "o_proj.weight"] = (None, cfg["heads"] * d)
-        tensors = read_safetensors(spec["weights_dir"], wanted, getattr(torch, STORE_DTYPE_NAME))
-        norms: dict[str, tuple[int | None, int | None]] = {
-            f"layers.{i}.{n}.weight": (None, None)
-            for i in range(cfg["layers"])
-            for n in ("self_attn.q_norm", "self_attn.k_norm", "input_layernorm")
-        }
-        # the norms are optional: read the ones that exist
-        tensors.update(read_safetensors(spec["weights_dir"], norms, dtype, required=False))
-    gen = torch.Generator().manual_seed(seed)
-    layers = [Layer(i, cfg, gen, tensors, dtype, device) for i in range(cfg["layers"])]
-    del tensors
-    kv_per_token = 2 * cfg["layers"] * cfg["kv_heads"] * cfg["head_dim"] * KV_BYTES[kv_dtype]
-    results: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    for idx, length in enumerate(contexts):
-        need = weight_bytes(cfg) + estimate_bytes(cfg, length, tokens, len(scenarios), elt, real)
-        if need > budget:
-            skipped.append(
-                {
-                    "context": length,
-                    "reason": f"needs about {need / 2**20:.0f} MiB, budget {budget // 2**20} MiB",
-                }
-            )
-            progress(f"context {length} ({idx + 1}/{len(contexts)}) skipped: over the budget")
-            continue
-        t0 = time.perf_counter()
-        starts = {
-            s["name"]: [first_visible(length, block, span) for span in s["spans"][idx]]
-            for s in scenarios
-        }
-        diffs, finals = forward(
-            layers, cfg, length, tokens, block, starts, reference, seed, dtype, device, real
+    if refused is None and weight_bytes(cfg) > budget:
+        refused = (
+            f"the attention weights of one GPU's shard need "
+            f"{weight_bytes(cfg) / 2**20:.0f} MiB, over the {budget // 2**20} MiB budget"
         )
-        top1 = top1_tokens(finals, cfg["hidden"], cfg["vocab"], seed + length)
-        runs = []
-        for s in scenarios:
-            visible = [length - st[0] for st in starts[s["name"]]]
-            # One draft step reads the visible context's K and V and the block's own.
-            reads = sum(n + block for n in visible) * kv_per_token // cfg["layers"]
-            runs.append({"scenario": s["name"], "visible": visible, "read_bytes": int(reads)})
-        compared = []
-        for name in names:
-            if name == reference:
-                continue
-            hits = int((top1[name] == top1[reference]).sum())
-            compared.append(
-                {
-                    "scenario": name,
-                    "against": reference,
-                    "same_spans": starts[name] == starts[reference],
-                    "layers": diffs[name],
-                    "output": compare(finals[name], finals[reference]),
-                    "top1_agreement": hits / tokens,
-                    "top1_ci95": wilson(hits, tokens),
-                }
-            )
-        results.append(
-            {
-                "context": length,
-                "draft_kv_bytes": length * kv_per_token,
-                "runs": runs,
-                "compared": compared,
-                "time_s": round(time.perf_counter() - t0, 6),
-            }
-        )
-        del finals
-        progress(
-            f"context {length} ({idx + 1}/{len(contexts)}) done in {time.perf_counter() - t0:.1f} s"
-        )
-    same = [
-        comp["output"]["max_abs_diff"]
-        for entry in results
-        for comp in entry["compared"]
-        if comp["same_spans"]
-    ]
-    tol = SELF_CHECK_TOLERANCE[dtype_name]
+    if refused is not None:
+        return {**base, "device": device_name, "refused": refused}
+    sweep = _Sweep(spec, cfg, scenarios, reference, getattr(torch, dtype_name), device)
+    results, skipped = sweep.all(contexts, budget)
     return {
         **base,
         "device": device_name,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "dtype": dtype_name,
-        "weights": "real" if real else "random",
+        "weights": "real" if sweep.real else "random",
         "head": "random",
-        "block_size": block,
+        "block_size": sweep.block,
         "tp_size": tp,
-        "shape": {
-            k: cfg[k]
-            for k in (
-                "layers",
-                "heads",
-                "kv_heads",
-                "head_dim",
-                "hidden",
-                "rope_theta",
-                "heads_total",
-                "kv_heads_total",
-            )
-        }
-        | {"window": spec.get("window")},
-        "shard": layers[0].shard if layers else {},
+        "shape": _shape_report(cfg) | {"window": spec.get("window")},
+        "shard": sweep.layers[0].shard if sweep.layers else {},
         "layer_types": cfg["layer_types"],
         "reference": reference,
         "scenarios": [{"name": s["name"], "label": s.get("label", s["name"])} for s in scenarios],
         "kv_dtype": kv_dtype,
-        "kv_bytes_per_token": kv_per_token,
-        "agreement_tokens": tokens,
+        "kv_bytes_per_token": sweep.kv_per_token,
+        "agreement_tokens": sweep.tokens,
         "contexts": results,
         "skipped_contexts": skipped,
-        "self_check": {
-            "same_span_comparisons": len(same),
-            "max_diff_same_spans": max(same) if same else None,
-            "tolerance": tol,
-            "passed": all(x <= tol for x in same) if same else None,
-        },
-        "resources": {
-            "wall_s": round(time.perf_counter() - wall0, 3),
-            "cpu_s": round(time.process_time() - cpu0, 3),
-            "peak_rss_bytes": rss_peak_bytes(),
-            "peak_gpu_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else None,
-        },
+        "self_check": _self_check(results, SELF_CHECK_TOLERANCE[dtype_name]),
+        "resources": _resources(wall0, cpu0, device),
         "refused": None,
+    }
+
+
+def _resources(wall0: float, cpu0: float, device: str) -> dict[str, Any]:
+    """What the probe cost since (wall0, cpu0): seconds and peak memory."""
+    return {
+        "wall_s": round(time.perf_counter() - wall0, 3),
+        "cpu_s": round(time.process_time() - cpu0, 3),
+        "peak_rss_bytes": rss_peak_bytes(),
+        "peak_gpu_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else None,
+    }
+
+
+def _claim_device(device: str, budget: int) -> tuple[str, str | None]:
+    """The device's name, and why the probe refuses to run there (None: it may run)."""
+    if device != "cuda":
+        # One thread: a host's CPUs serve other work, and several threads on busy cores
+        # cost 3-4x the CPU seconds and wall time of one (measured on this 2-core machine
+        # under load 9: 2.4 s vs 6.8-9.0 s of CPU for one context).
+        torch.set_num_threads(CPU_THREADS)
+        return "cpu", None
+    free, _total = torch.cuda.mem_get_info()
+    name = f"cuda:{torch.cuda.current_device()} ({torch.cuda.get_device_name()})"
+    if free < budget:
+        return name, (
+            f"GPU has {free // 2**20} MiB free, below the "
+            f"{budget // 2**20} MiB budget: not risking the server"
+        )
+    return name, None
+
+
+def _real_tensors(spec: dict[str, Any], cfg: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    """Rank 0's shard of the attention tensors from the drafter's safetensors."""
+    d = cfg["head_dim"]
+    wanted: dict[str, tuple[int | None, int | None]] = {}
+    for i in range(cfg["layers"]):
+        prefix = f"layers.{i}.self_attn."
+        wanted[prefix + "q_proj.weight"] = (cfg["heads"] * d, None)
+        wanted[prefix + "k_proj.weight"] = (cfg["kv_heads"] * d, None)
+        wanted[prefix + "v_proj.weight"] = (cfg["kv_heads"] * d, None)
+        wanted[prefix + "o_proj.weight"] = (None, cfg["heads"] * d)
+    tensors = read_safetensors(spec["weights_dir"], wanted, getattr(torch, STORE_DTYPE_NAME))
+    norms: dict[str, tuple[int | None, int | None]] = {
+        f"layers.{i}.{n}.weight": (None, None)
+        for i in range(cfg["layers"])
+        for n in ("self_attn.q_norm", "self_attn.k_norm", "input_layernorm")
+    }
+    # the norms are optional: read the ones that exist
+    tensors.update(read_safetensors(spec["weights_dir"], norms, dtype, required=False))
+    return tensors
+
+
+class _Sweep:
+    """What every context of one probe shares: the layers, the scenarios and the settings."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        cfg: dict[str, Any],
+        scenarios: list[dict[str, Any]],
+        reference: str,
+        dtype: Any,
+        device: str,
+    ) -> None:
+        self.cfg, self.scenarios, self.reference = cfg, scenarios, reference
+        self.dtype, self.device = dtype, device
+        self.block = int(spec.get("block_size", 16))
+        tokens = int(spec.get("agreement_tokens", DEFAULT_AGREEMENT_TOKENS))
+        self.tokens = max(1, -(-tokens // self.block)) * self.block  # whole blocks
+        self.seed = int(spec.get("seed", 0))
+        self.real = spec.get("weights") == "real"
+        kv_bytes = KV_BYTES[spec.get("kv_dtype", "bfloat16")]
+        self.kv_per_token = 2 * cfg["layers"] * cfg["kv_heads"] * cfg["head_dim"] * kv_bytes
+        tensors = _real_tensors(spec, cfg, dtype) if self.real else None
+        gen = torch.Generator().manual_seed(self.seed)
+        self.layers = [Layer(i, cfg, gen, tensors, dtype, device) for i in range(cfg["layers"])]
+
+    def all(
+        self, contexts: list[int], budget: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Each context measured, or skipped when it would need more than the budget."""
+        elt = torch.finfo(self.dtype).bits // 8
+        results: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
+        for idx, length in enumerate(contexts):
+            where = f"context {length} ({idx + 1}/{len(contexts)})"
+            need = weight_bytes(self.cfg) + estimate_bytes(
+                self.cfg, length, self.tokens, len(self.scenarios), elt, self.real
+            )
+            if need > budget:
+                reason = f"needs about {need / 2**20:.0f} MiB, budget {budget // 2**20} MiB"
+                skipped.append({"context": length, "reason": reason})
+                progress(f"{where} skipped: over the budget")
+                continue
+            t0 = time.perf_counter()
+            entry = self.context(idx, length)
+            entry["time_s"] = round(time.perf_counter() - t0, 6)
+            results.append(entry)
+            progress(f"{where} done in {time.perf_counter() - t0:.1f} s")
+        return results, skipped
+
+    def context(self, idx: int, length: int) -> dict[str, Any]:
+        """Every scenario on the same inputs at context `idx` of the spec, against the
+        reference."""
+        cfg, block = self.cfg, self.block
+        starts = {
+            s["name"]: [first_visible(length, block, span) for span in s["spans"][idx]]
+            for s in self.scenarios
+        }
+        diffs, finals = forward(
+            self.layers,
+            cfg,
+            length,
+            self.tokens,
+            block,
+            starts,
+            self.reference,
+            self.seed,
+            self.dtype,
+            self.device,
+            self.real,
+        )
+        top1 = top1_tokens(finals, cfg["hidden"], cfg["vocab"], self.seed + length)
+        runs = []
+        for s in self.scenarios:
+            visible = [length - st[0] for st in starts[s["name"]]]
+            # One draft step reads the visible context's K and V and the block's own.
+            reads = sum(n + block for n in visible) * self.kv_per_token // cfg["layers"]
+            runs.append({"scenario": s["name"], "visible": visible, "read_bytes": int(reads)})
+        ref = self.reference
+        compared = []
+        for name in (s["name"] for s in self.scenarios if s["name"] != ref):
+            hits = int((top1[name] == top1[ref]).sum())
+            compared.append(
+                {
+                    "scenario": name,
+                    "against": ref,
+                    "same_spans": starts[name] == starts[ref],
+                    "layers": diffs[name],
+                    "output": compare(finals[name], finals[ref]),
+                    "top1_agreement": hits / self.tokens,
+                    "top1_ci95": wilson(hits, self.tokens),
+                }
+            )
+        return {
+            "context": length,
+            "draft_kv_bytes": length * self.kv_per_token,
+            "runs": runs,
+            "compared": compared,
+        }
+
+
+def _shape_report(cfg: dict[str, Any]) -> dict[str, Any]:
+    keys = ("layers", "heads", "kv_heads", "head_dim", "hidden", "rope_theta")
+    return {k: cfg[k] for k in (*keys, "heads_total", "kv_heads_total")}
+
+
+def _self_check(results: list[dict[str, Any]], tol: float) -> dict[str, Any]:
+    """Comparisons whose scenario has the reference's spans must agree to `tol`."""
+    same = [
+        comp["output"]["max_abs_diff"]
+        for entry in results
+        for comp in entry["compared"]
+        if comp["same_spans"]
+    ]
+    return {
+        "same_span_comparisons": len(same),
+        "max_diff_same_spans": max(same) if same else None,
+        "tolerance": tol,
+        "passed": all(x <= tol for x in same) if same else None,
     }
 
 
