@@ -222,3 +222,48 @@ def test_inspect_parsing_is_bounded_and_typed() -> None:
         "n",
     )
     assert info.argv == ["python3", "-m", "sglang.launch_server"] and info.pid == 7
+
+
+def test_a_container_on_an_ssh_hosts_engine(sglang_container: dict[str, object], sshd) -> None:  # type: ignore[no-untyped-def]
+    """docker://user@host:port/NAME: the engine's CLI runs on the SSH host; files are read
+    by `docker exec` as the container's user (never through /proc/PID/root over SFTP, where
+    the host's kernel would resolve the container's absolute links against the host)."""
+    name = str(sglang_container["name"])
+    p = doctor(
+        "check",
+        f"docker://{sshd.address}/{name}",
+        "--identity",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(sshd.known_hosts),
+        "--ssh-config",
+        "/dev/null",
+        "--format",
+        "json",
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    for secret in ("hf_containersecret", ADMIN_KEY):
+        assert secret not in p.stdout + p.stderr
+    (host,) = json.loads(p.stdout)["hosts"]
+    assert host["error"] is None, host
+    facts = host["facts"]
+    assert facts["drafter"]["source"] == f"{docker_host.DRAFTER}/config.json"
+    assert facts["log"]["source"] == "docker logs"
+    assert facts["sglang_version"]["value"] == "0.5.13"
+    assert {r["check_id"]: r["status"] for r in host["results"]}["DFD103"] == "failed"
+    ssh_words = ["--identity", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
+    ssh_words += ["--ssh-config", "/dev/null"]
+    p = doctor("fix", f"docker://{sshd.address}/{name}", *ssh_words)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "docker run --detach" in p.stdout and ADMIN_KEY not in p.stdout
+    # Recreating goes through this machine's Engine API only: on an SSH host's engine the
+    # command is printed and nothing changes.
+    before = subprocess.run(
+        ["docker", "inspect", "--format", "{{.Id}}", name], capture_output=True, text=True
+    ).stdout
+    p = doctor("fix", f"docker://{sshd.address}/{name}", *ssh_words, "--apply", "--yes")
+    assert p.returncode == 4 and "not applied" in p.stdout, p.stdout + p.stderr
+    after = subprocess.run(
+        ["docker", "inspect", "--format", "{{.Id}}", name], capture_output=True, text=True
+    ).stdout
+    assert after == before
