@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.demo import DEMO_DIR
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_hosts
 from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
@@ -147,7 +147,7 @@ class Tracing(LocalTransport):
 def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:
     """One Ansible task per distinct read that gathering this host makes."""
     tracer = Tracing()
-    Gatherer(spec, tracer).gather()
+    gather(spec, tracer)
     tasks: list[dict[str, Any]] = []
     for op, arg in dict.fromkeys(tracer.ops):
         if op == "slurp":

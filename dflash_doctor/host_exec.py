@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from dflash_doctor import host_exec_rules as rules
 from dflash_doctor.errors import DoctorError, FactError
-from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
@@ -43,14 +42,6 @@ PASSED_ENV = rules.PASSED_ENV
 class Owner:
     uid: int
     gid: int
-
-
-def process_pid(launch: LaunchArgs | None) -> int | None:
-    """The pid a launch fact was read from (`process N`), else None."""
-    if launch is None or launch.kind != "process":
-        return None
-    last = launch.source.split()[-1]
-    return int(last) if last.isascii() and last.isdigit() else None
 
 
 def parse_status_ids(text: str) -> Owner:

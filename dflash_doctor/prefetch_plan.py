@@ -21,7 +21,7 @@ from dflash_doctor.transport.base import Transport
 # speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
 # their argparse abbreviations.
 MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
-# Values of these environment names leave the host besides gather.ENV_KEYS and the
+# Values of these environment names leave the host besides finders/process.ENV_KEYS and the
 # catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
 # (redact.py), so that a check reading one more of them still sees it.
 ENV_VALUE_PREFIXES = ("SGLANG_",)
@@ -44,7 +44,7 @@ LIVE_COMMANDS = (("id", "-u"),)
 @cache
 def arch_modules() -> dict[str, list[str]]:
     """Architecture -> the `sglang.srt.models` modules that define it in some release
-    (the catalog's data, facts/capture_hooks.py): the files gather.capture_hook reads."""
+    (the catalog's data, facts/capture_hooks.py): the files the capture-hook finder reads."""
     from dflash_doctor.facts.capture_hooks import _data
 
     known = cast(dict[str, list[list[str]]], _data()["known"])
@@ -52,14 +52,16 @@ def arch_modules() -> dict[str, list[str]]:
 
 
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
-    # Imported here: gather.py imports this module, and these are its own settings.
-    from dflash_doctor import gather
+    # The finders' own settings, taken from where they are defined.
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
     from dflash_doctor.facts.launch import _LAUNCHERS
     from dflash_doctor.facts.runtime import HTTP_CLIENT_HEAD
     from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
+    from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
+    from dflash_doctor.finders.process import ENV_KEYS
+    from dflash_doctor.finders.version import VERSION_QUERY
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.shipped import script_source
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
@@ -79,7 +81,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "python": spec.hints.python,
         "launch_file": spec.hints.launch_file,
         "log_path": spec.hints.log_path,
-        "env_values": [*gather.ENV_KEYS, *CATALOG_ENV_NAMES],
+        "env_values": [*ENV_KEYS, *CATALOG_ENV_NAMES],
         "env_value_prefixes": list(ENV_VALUE_PREFIXES),
         "secret_name": SECRET_WORDS,
         "bounded_script": BOUNDED_SCRIPT,
@@ -90,7 +92,7 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "log_filter": {
             "script": LOG_FILTER_SCRIPT,
             "source": script_source(LOG_FILTER_SCRIPT),
-            "min_bytes": gather.REMOTE_FILTER_MIN_BYTES,
+            "min_bytes": REMOTE_FILTER_MIN_BYTES,
             "timeout": 600,
         },
         "nvidia_smi": list(NVIDIA_SMI_ARGV),
@@ -100,13 +102,13 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "modules": {name: script_source(path) for name, path in BUNDLE_MODULES.items()},
         # Vet the system python3 for the log filter when the log is filtered here.
         "log_filter_python": True,
-        # gather.native: SGLang's own parse of the launch, with the server's Python.
+        # finders/launch.ask_sglang: SGLang's own parse of the launch, with the server's Python.
         "native": {
             "source": script_source("facts/sglang_args.py"),
-            "env_keys": list(gather.ENV_KEYS),
+            "env_keys": list(ENV_KEYS),
         },
-        # gather._version_by_running, unless the version is declared.
-        "version_query": gather.VERSION_QUERY if not spec.hints.sglang_version else None,
+        # finders/version.run_version_query, unless the version is declared.
+        "version_query": VERSION_QUERY if not spec.hints.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
             "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor.errors import FactError
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.finders.launch import ask_sglang
+from dflash_doctor.finders.version import find_version, run_version_query
+from dflash_doctor.gather import find_launch
 from dflash_doctor.host_exec import HostExec, parse_status_ids
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.local import LocalTransport
@@ -116,10 +118,12 @@ def test_native_parser_and_version_run_as_owner(
     user: pwd.struct_passwd, server: int, scratch: Path
 ) -> None:
     """The gatherer's native parse and version query ask as the owner; a marker proves it."""
-    g = Gatherer(HostSpec.of(name="h", pid=server), LocalTransport("h"))
-    launch = g.launch()
-    assert launch.value is not None and g.pid == server
+    t = LocalTransport("h")
+    found = find_launch(t, HostSpec.of(name="h", pid=server), {})
+    launch = found.launch
+    assert launch.value is not None and found.pid == server
     assert launch.value.python == SYSTEM_PYTHON
+    assert found.server.value is not None and found.server.value.owner_uid == user.pw_uid
     # The owner's import path: a module that records who imported it.
     tmp_path = scratch
     pkg = tmp_path / "spy"
@@ -137,12 +141,17 @@ def test_native_parser_and_version_run_as_owner(
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
     marker.touch()
     os.chown(marker, user.pw_uid, user.pw_gid)  # the owner may write its marker
-    g.environ["PYTHONPATH"] = str(pkg)
-    args = g.native(launch.value)
+    env = {"PYTHONPATH": str(pkg)}
+    run_as = HostExec(t, HostSpec.of(name="h"))
+    args, _ = ask_sglang(t, run_as, launch.value, launch.value.python, server, env)
     assert marker.read_text() == str(user.pw_uid)
     assert args.parser == "sglang" and args.native_refused is None
     marker.write_text("")
-    version = g.sglang_version(args)
+
+    def ask(python: str) -> str:
+        return run_version_query(t, run_as.prefix(python, pid=server, env=env))
+
+    version = find_version(t, "h", args.python, ask)
     assert version.value == "0.5.23"  # no dist-info beside the interpreter: importlib asked
     assert version.source and "importlib" in version.source
 
@@ -150,10 +159,11 @@ def test_native_parser_and_version_run_as_owner(
 def test_refused_native_parse_says_why(user: pwd.struct_passwd, server: int) -> None:
     """A process whose interpreter cannot be trusted: the fallback stands, with the reason."""
     del user
-    g = Gatherer(HostSpec.of(name="h", pid=server), LocalTransport("h"))
-    launch = g.launch()
+    t = LocalTransport("h")
+    launch = find_launch(t, HostSpec.of(name="h", pid=server), {}).launch
     assert launch.value is not None
-    args = g.native(launch.value.model_copy(update={"python": "-S /tmp/x/python3"}))
+    bad = launch.value.model_copy(update={"python": "-S /tmp/x/python3"})
+    args, _ = ask_sglang(t, HostExec(t, HostSpec.of(name="h")), bad, bad.python, server, {})
     assert args.parser == "fallback"
     assert args.native_refused and "not an absolute path" in args.native_refused
 

@@ -45,7 +45,7 @@ def test_log_is_filtered_on_the_host(sshd, ssh_options, tmp_path: Path) -> None:
 
     from bench.gen_log import lines
     from dflash_doctor.facts import log_filter
-    from dflash_doctor.gather import Gatherer
+    from dflash_doctor.gather import gather
     from dflash_doctor.pipeline import open_transport
 
     tree = tmp_path / "seed"
@@ -67,7 +67,7 @@ def test_log_is_filtered_on_the_host(sshd, ssh_options, tmp_path: Path) -> None:
 
     transport.run_stream = counting  # type: ignore[method-assign]
     try:
-        facts = Gatherer(spec, transport).log()
+        facts = gather(spec, transport).log
     finally:
         transport.close()
     assert facts.value is not None and facts.value.bytes_scanned == log.stat().st_size

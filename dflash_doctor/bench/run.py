@@ -14,7 +14,7 @@ from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult, HostFacts
 from dflash_doctor.facts.runtime import ask_server, server_address
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
@@ -130,10 +130,10 @@ def bench_host(
     """Gather the host's facts, plan the matrix, run it (with a progress bar over its cells)."""
     if transport.live_refused is not None:
         raise UsageError(f"{transport.live_refused}: bench needs a live server")
-    gatherer = Gatherer(spec, transport)
-    facts = gatherer.gather()
+    facts = gather(spec, transport)
+    pid = facts.server_pid() or spec.hints.pid
     matrix = plan_matrix(facts, options)
     if progress is None:
-        return run_matrix(transport, facts, matrix, options, gatherer.pid)
+        return run_matrix(transport, facts, matrix, options, pid)
     with progress(len(matrix.cells())) as step:
-        return run_matrix(transport, facts, matrix, options, gatherer.pid, step)
+        return run_matrix(transport, facts, matrix, options, pid, step)

@@ -283,6 +283,18 @@ class CaptureHook(BaseModel):
     files_read: int
 
 
+class ServerProcess(BaseModel):
+    """The running SGLang server process the facts were read from (finders/process.py)."""
+
+    pid: int
+    # argv[0] of its command line: the interpreter that runs SGLang.
+    python: str | None = None
+    # Its least privileged uid (/proc/PID/status): whom its interpreter may run as.
+    owner_uid: int | None = None
+    # The names set in its environment, never their values.
+    environment_names: list[str] = Field(default_factory=list)
+
+
 class HostFacts(BaseModel):
     """Everything gathered from one host; the only input of the checks."""
 
@@ -320,6 +332,12 @@ class HostFacts(BaseModel):
     runtime: Fact[ServerRuntime] = Field(default_factory=lambda: Fact[ServerRuntime]())
     launch_file: Fact[LaunchArgs] = Field(default_factory=lambda: Fact[LaunchArgs]())
     bench: Fact[BenchResult] = Field(default_factory=lambda: Fact[BenchResult]())
+    # The server process the launch was read from; absent when none was found or asked.
+    server: Fact[ServerProcess] = Field(default_factory=lambda: Fact[ServerProcess]())
+
+    def server_pid(self) -> int | None:
+        """The pid of the server process the facts came from, or None."""
+        return self.server.value.pid if self.server.value is not None else None
 
 
 class MetricSample(BaseModel):

@@ -18,7 +18,7 @@ from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.gather import gather
-from dflash_doctor.host_exec import HostExec, process_pid
+from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
@@ -374,7 +374,7 @@ def _apply_locked(
         return Outcome(
             "written", f"wrote {source} (backup {bak}); nothing relaunched", bak, steps=a.steps
         )
-    pid = spec.hints.pid or process_pid(facts.launch.value)
+    pid = spec.hints.pid or facts.server_pid()
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure: str | None = None
     new_facts: HostFacts | None = None
@@ -532,7 +532,7 @@ def rollback(
         if transport.relaunch_refused is not None:
             return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
-        a.relaunch(launch, real, spec.hints.pid or process_pid(facts.launch.value), log)
+        a.relaunch(launch, real, spec.hints.pid or facts.server_pid(), log)
         why_not = a.wait_healthy(launch)
     finally:
         a.unlock(lock)

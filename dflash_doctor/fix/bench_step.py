@@ -14,7 +14,7 @@ from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.run import run_matrix
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import BenchResult, HostFacts
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport
 
@@ -38,9 +38,8 @@ class BenchStep:
         return run_matrix(self.transport, facts, self.matrix, self.options, pid)
 
     def before(self) -> None:
-        gatherer = Gatherer(self.spec, self.transport)
-        facts = gatherer.gather()
-        self.before_result = self._run(facts, gatherer.pid)
+        facts = gather(self.spec, self.transport)
+        self.before_result = self._run(facts, facts.server_pid() or self.spec.hints.pid)
         failed = [c for c in self.before_result.cells if c.accept_length is None]
         if failed:
             c = failed[0]
@@ -54,12 +53,15 @@ class BenchStep:
     def after(self) -> str | None:
         """None when the fix is kept; else why not."""
         assert self.before_result is not None
-        gatherer = Gatherer(self.spec.override(pid=None), self.transport)
-        facts = gatherer.gather()
+        facts = gather(self.spec.override(pid=None), self.transport)
         # The server was just relaunched by us: its only traffic could be ours.
         options = self.options
         self.after_result = run_matrix(
-            self.transport, facts, self.matrix or plan_matrix(facts, options), options, gatherer.pid
+            self.transport,
+            facts,
+            self.matrix or plan_matrix(facts, options),
+            options,
+            facts.server_pid(),
         )
         self.steps.append(f"bench after: {len(self.after_result.cells)} cells")
         self.verdict = compare(self.before_result, self.after_result, threshold=self.threshold)

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError
+from dflash_doctor.finders.base import host_file_reader
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import BenchPair, FixReport, PlanView
-from dflash_doctor.gather import Gatherer, gather
+from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
@@ -66,7 +67,7 @@ def fix_host(
                 source=source,
                 path=source,
                 service=spec.hints.compose_service,
-                read=Gatherer(spec, transport).read_host_file,
+                read=host_file_reader(transport),
             )
         if roll_back:
             if source is None or source_launch is None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from dflash_doctor.checks.views import behaviour, page_size, version_facts, window_state
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
-from dflash_doctor.gather import Gatherer
-from dflash_doctor.host_exec import HostExec, process_pid
+from dflash_doctor.gather import gather
+from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.probes.models import ProbeResult
 from dflash_doctor.probes.runner import (
@@ -66,7 +66,7 @@ def probe_with(
         python = options.python or (launch.python if launch and launch.python else None) or ""
         chosen = python or None
         # A recorded tree's process is not on this machine: no owner to take.
-        pid = None if transport.live_refused else process_pid(launch)
+        pid = None if transport.live_refused else facts.server_pid()
         host = HostExec(transport, spec)
         launcher = host.prefix(chosen, pid=pid) if chosen else host.system_python(pid=pid)
     # The served spans follow the host's SGLang as the span model reads it (its own code,
@@ -106,7 +106,7 @@ def probe_host(
 
     transport = open_transport(spec, ssh)
     try:
-        facts = Gatherer(spec, transport).gather()
+        facts = gather(spec, transport)
         return probe_with(transport, spec, facts, options, on_progress)
     finally:
         transport.close()

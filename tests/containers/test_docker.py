@@ -20,8 +20,7 @@ from dflash_doctor.errors import (
     TransportError,
     UsageError,
 )
-from dflash_doctor.gather import Gatherer
-from dflash_doctor.hosts import HostSpec
+from dflash_doctor.finders.process import outside_containers
 from dflash_doctor.transport.docker import (
     DockerTransport,
     _Exec,
@@ -161,11 +160,10 @@ def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(
     local = LocalTransport()
     with DockerTransport("c", local, name) as t:
         host_pid = t.info.pid
-    g = Gatherer(HostSpec(name="local"), LocalTransport())
     mine = (os.getpid(), b"python\0-m\0sglang.launch_server\0")
-    assert g._outside_containers([(host_pid, b""), mine]) == [mine]
+    assert outside_containers(local, [(host_pid, b""), mine]) == [mine]
     with pytest.raises(FactError, match=f"runs in a Docker container: check docker://{name}"):
-        g._outside_containers([(host_pid, b"")])
+        outside_containers(local, [(host_pid, b"")])
 
 
 def test_a_missing_or_stopped_container_is_one_line(docker_image: str) -> None:

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from dflash_doctor.checks import CATALOG
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.finders.launch import ask_sglang
+from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_check
 from dflash_doctor.transport.local import LocalTransport
@@ -38,16 +39,16 @@ def installed(version: str) -> str:
 
 def native(monkeypatch: pytest.MonkeyPatch, version: str, *flags: str, with_sglang: bool = True):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FAKE_SGLANG_VERSION", version)
-    g = Gatherer(HostSpec.of(name="h"), LocalTransport("h"))
-    if with_sglang:
-        g.environ["PYTHONPATH"] = installed(version)
+    t = LocalTransport("h")
+    env = {"PYTHONPATH": installed(version)} if with_sglang else {}
     args = launch(*flags).model_copy(update={"python": sys.executable})
-    return g, g.native(args)
+    # (the version the host's SGLang reported, the launch as it parsed it)
+    return ask_sglang(t, HostExec(t, HostSpec.of(name="h")), args, args.python, None, env)[::-1]
 
 
 def test_own_parser_resolves_abbreviations(monkeypatch: pytest.MonkeyPatch) -> None:
-    g, args = native(monkeypatch, "0.5.23", "--speculative-draft-window", "2048")
-    assert (args.parser, args.parser_version, g.native_version) == ("sglang", "0.5.23", "0.5.23")
+    reported, args = native(monkeypatch, "0.5.23", "--speculative-draft-window", "2048")
+    assert (args.parser, args.parser_version, reported) == ("sglang", "0.5.23", "0.5.23")
     assert args.draft_window_flag == "--speculative-draft-window-size"
     # SGLang's own default: page_size is None until ServerArgs resolves it
     # (srt/server_args.py:377 `page_size: Optional[int] = None` in 0.5.11; the same in 0.5.23)
@@ -131,8 +132,10 @@ def test_stand_in_prints_sglang_deprecation_text(monkeypatch: pytest.MonkeyPatch
 
 
 def test_without_sglang_the_fallback_stands(monkeypatch: pytest.MonkeyPatch) -> None:
-    g, args = native(monkeypatch, "0.5.23", "--speculative-draft-window", "2048", with_sglang=False)
-    assert args.parser == "fallback" and g.native_version is None
+    reported, args = native(
+        monkeypatch, "0.5.23", "--speculative-draft-window", "2048", with_sglang=False
+    )
+    assert args.parser == "fallback" and reported is None
     assert args.draft_window_size is None  # the fallback does not guess abbreviations
     r = run_check(CATALOG["DFD110"], host_facts(launch_args=args))
     assert r.status == "skipped"

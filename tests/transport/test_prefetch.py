@@ -20,10 +20,11 @@ from typing import Any
 import paramiko
 import pytest
 
-from dflash_doctor.gather import Gatherer
+from dflash_doctor.finders.gpus import find_gpus
+from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_host, open_transport
-from dflash_doctor.prefetch_plan import bundle_config
+from dflash_doctor.prefetch_plan import bundle_config, prefetching
 from dflash_doctor.transport import prefetch
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.local import LocalTransport
@@ -228,16 +229,14 @@ def live_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
 def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_options, trips) -> None:  # type: ignore[no-untyped-def]
     proc, log = live_server
     spec = HostSpec.of(name="live", pid=proc.pid, sglang_version="0.5.23")
-    local = Gatherer(spec, LocalTransport("live")).gather()
+    local = gather(spec, LocalTransport("live"))
     trips.clear()
     transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
     try:
-        gatherer = Gatherer(spec, transport)
-        remote = gatherer.gather()
+        bundled = prefetching(spec, transport)
+        remote = gather(spec, bundled)
         counted = dict(trips)
-        plain = Gatherer(spec, transport)
-        plain.t = transport  # no bundle: the SSH transport's own answer
-        plain_gpus = plain.gpus()
+        plain_gpus = find_gpus(transport, spec.name)  # no bundle: the SSH transport's own
     finally:
         transport.close()
     # Not compared: gpus (no nvidia-smi here: SSH's shell and subprocess word it apart) and
@@ -251,7 +250,7 @@ def test_a_live_server_over_ssh_equals_a_local_look(live_server, sshd, ssh_optio
     # server's interpreter (`id -u`, /proc status, `readlink`, `stat`), SGLang's own parse
     # with that interpreter (gather.native) and the live server's HTTP answers
     # (facts/runtime.py), each with the argv the gatherer then asked for.
-    misses = _misses(gatherer.t)
+    misses = _misses(bundled)
     assert counted == {"exec": 1} and misses == [], (counted, misses)
     assert remote.launch.value is not None and remote.launch.value.parser == "sglang"
     assert remote.runtime.value is not None, remote.runtime.error
@@ -273,14 +272,14 @@ def test_a_large_log_is_filtered_inside_the_bundle(
     spec = load_recorded_host(str(tree))
     transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
     try:
-        gatherer = Gatherer(spec, transport)
-        gatherer.gather()
+        bundled = prefetching(spec, transport)
+        gather(spec, bundled)
     finally:
         transport.close()
     # The log filter ran in the same remote command as the bundle, and so did host_exec's
     # questions before the system python3 may run it (which python3, who the doctor is, who
     # owns and may write it): one remote command, no SFTP.
-    misses = _misses(gatherer.t)
+    misses = _misses(bundled)
     assert dict(trips) == {"exec": 1} and misses == [], (dict(trips), misses)
     remote = check_host(spec.model_copy(update={"address": sshd.address}), ssh=ssh_options)
     local = check_host(spec)
