@@ -89,9 +89,10 @@ def _from_process(t: Transport, host: str, pid: int, env: dict[str, str]) -> Fou
     if cmdline.value is None:
         launch = Fact[LaunchArgs].missing(cmdline.error or "unreadable", cmdline.source)
         return Found(launch, pid, env, environ=environ)
-    data = cmdline.value
-    server = attempt(host, f"/proc/{pid}", lambda: server_process(t, pid, data, raw))
-    return Found(launch_of_process(host, pid, data), pid, env, server, environ)
+    launch = launch_of_process(host, pid, cmdline.value)
+    python = launch.value.python if launch.value is not None else None
+    server = attempt(host, f"/proc/{pid}", lambda: server_process(t, pid, python, raw))
+    return Found(launch, pid, env, server, environ)
 
 
 def _asker(t: Transport, run_as: HostExec, found: Found) -> Asker:

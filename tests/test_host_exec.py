@@ -123,7 +123,7 @@ def test_native_parser_and_version_run_as_owner(
     launch = found.launch
     assert launch.value is not None and found.pid == server
     assert launch.value.python == SYSTEM_PYTHON
-    assert found.server.value is not None and found.server.value.owner_uid == user.pw_uid
+    assert found.server.value is not None and found.server.value.python == SYSTEM_PYTHON
     # The owner's import path: a module that records who imported it.
     tmp_path = scratch
     pkg = tmp_path / "spy"

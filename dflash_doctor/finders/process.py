@@ -87,9 +87,11 @@ def launch_file_port(t: Transport, path: str | None, service: str | None) -> int
     return server_address(launch)[1]
 
 
-def server_process(t: Transport, pid: int, cmdline: bytes, environ: bytes | None) -> ServerProcess:
-    """The typed process fact: its interpreter, its owner, its environment's names."""
-    python = cmdline.split(b"\0", 1)[0].decode("utf-8", "replace") or None
+def server_process(
+    t: Transport, pid: int, python: str | None, environ: bytes | None
+) -> ServerProcess:
+    """The typed process fact: its interpreter (as the launch parse found it in the
+    command line, past any `env` or `setpriv`), its owner, its environment's names."""
     try:
         status = t.read_file(f"/proc/{pid}/status", max_bytes=64 * 1024)
         owner: int | None = parse_status_ids(status.decode("ascii", "replace")).uid
