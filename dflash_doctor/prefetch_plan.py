@@ -2,7 +2,7 @@
 
 `prefetching(spec, transport)` wraps a remote transport in `PrefetchTransport` with the
 config that `transport/bundle_script.py` follows: the same paths, limits, commands and
-environment names that `gather.py` uses, taken from where they are defined. A local
+environment names that the finders (`finders/`) use, taken from where they are defined. A local
 transport is returned as it is: there a read costs no round trip.
 """
 

@@ -396,7 +396,7 @@ class Bundle:
         return env
 
     def hub_dirs(self, env: dict[str, str]) -> list[str]:
-        """The same list, in the same order, as Gatherer._hub_dirs."""
+        """The same list, in the same order, as finders/models.hub_dirs."""
         dirs = []
         for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
             if key in env:
@@ -417,7 +417,7 @@ class Bundle:
             self.architectures += [a for a in archs if isinstance(a, str)]
 
     def config(self, model: str, hubs: list[str]) -> None:
-        """The reads of Gatherer.config_path and the config.json it leads to."""
+        """The reads of finders/models.config_path and the config.json it leads to."""
         if model.endswith(".json"):
             self._config_file(model)
             return
@@ -444,7 +444,7 @@ class Bundle:
                 return
 
     def dist_info(self, python: str) -> None:
-        """The listings of Gatherer._version_from_dist_info, plus the files found there.
+        """The listings of finders/version.dist_infos, plus the files found there.
 
         Every site directory is listed, as gather does: two sglang dist-infos are ambiguous."""
         lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), "lib")

@@ -13,7 +13,7 @@ The bundle runs under a root-owned system `python3` chosen here (`SYSTEM_PYTHONS
 import path that the host's users provide. A host without one falls back to plain reads.
 
 A write (`fix --apply`) drops the whole bundle: what the host says after it must be read
-anew. One gathering gets one bundle (`Gatherer` wraps its transport on creation).
+anew. One gathering gets one bundle (`gather` wraps its transport once, before any read).
 """
 
 from __future__ import annotations
