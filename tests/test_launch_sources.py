@@ -30,6 +30,7 @@ from dflash_doctor.fix.launch_sources import (
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.inventory import load_inventory
 from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.open import open_here
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
 
 UNIT = FIXTURE_HOSTS / "v0513/etc/systemd/system/sglang.service"
@@ -172,13 +173,14 @@ def test_inventory_entry_rewrites_the_inventory(tmp_path: Path) -> None:
     (spec, _) = load_inventory(str(path)).specs()
     src = source_for("argv")
     assert isinstance(src, InventoryEntry) and not src.file_backed
-    update = src.rewrite(spec, [Edit("set_flag", "--page-size", "64")])
+    here = open_here("local")
+    update = src.rewrite(spec, [Edit("set_flag", "--page-size", "64")], here)
     assert update["source"] == str(path) and update["old_text"] == path.read_text()
     assert "--page-size 64" in update["new_text"]
     assert "sk-real-000000000000" in update["new_text"]  # written unredacted, as it was
     assert "gpu-a2: {}" in update["new_text"]
     with pytest.raises(FactError, match="no inventory"):
-        src.rewrite(HostSpec.of("x"), [])
+        src.rewrite(HostSpec.of("x"), [], here)
 
 
 def test_bare_process_has_nothing_to_edit() -> None:

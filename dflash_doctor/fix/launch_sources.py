@@ -17,7 +17,6 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from dflash_doctor.errors import FactError
@@ -30,9 +29,11 @@ from dflash_doctor.facts.launch import (
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.shell import Reader
 from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_inventory_launch, edit_shell
+from dflash_doctor.inventory import MAX_INVENTORY_BYTES
 
 if TYPE_CHECKING:
     from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.transport.base import Transport
 
 
 class LaunchSource(Protocol):
@@ -176,10 +177,11 @@ class InventoryEntry(_NoFile):
 
     kind = "argv"
 
-    def rewrite(self, spec: HostSpec, edits: list[Edit]) -> dict[str, Any]:
+    def rewrite(self, spec: HostSpec, edits: list[Edit], here: Transport) -> dict[str, Any]:
         """The plan's fields as an edit of the inventory file (`source`, `old_text`,
         `new_text`, `new_argv`), made from the entry's unredacted words (the parsed launch
-        hides secrets: never write those back)."""
+        hides secrets: never write those back). `here`: this machine's files, where the
+        inventory is read (and later written)."""
         given, inventory = spec.hints.launch, spec.fix.inventory_file
         if given is None or inventory is None:
             raise FactError(f"host {spec.name}: no inventory `launch:` entry to edit")
@@ -188,7 +190,11 @@ class InventoryEntry(_NoFile):
         except ValueError as e:
             raise FactError(f"{inventory}: host {spec.name} launch: {e}") from None
         new_argv = edit_argv(raw, edits)
-        old_text = Path(inventory).read_text(encoding="utf-8")
+        data = here.read_file(inventory, max_bytes=MAX_INVENTORY_BYTES)
+        try:
+            old_text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FactError(f"{inventory}: inventory is not UTF-8 text") from None
         return {
             "new_argv": new_argv,
             "source": inventory,

@@ -86,9 +86,9 @@ def fix_host(
         writer = transport
         if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:
             # The launch is the inventory's own `launch:` entry: edit that file, here.
-            plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits))
             # Written here, never relaunched (the host runs what the inventory says later).
             writer = open_here("local")
+            plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits, writer))
         view = _view(plan)
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
