@@ -24,6 +24,7 @@ from dflash_doctor.finders.models import hub_dirs, model_fact
 from dflash_doctor.finders.process import ENV_KEYS as ENV_KEYS
 from dflash_doctor.finders.process import (
     find_pid,
+    given_pid,
     model_env,
     read_cmdline,
     read_environ,
@@ -67,7 +68,7 @@ def find_launch(t: Transport, spec: HostSpec, env: dict[str, str]) -> Found:
         host,
         "/proc",
         lambda: (
-            spec.hints.pid
+            given_pid(t, spec.hints.pid)
             if spec.hints.pid is not None
             else find_pid(t, spec.hints.launch_file, spec.hints.compose_service)
         ),

@@ -56,6 +56,13 @@ def find_pid(t: Transport, launch_file: str | None, service: str | None) -> int 
     return None
 
 
+def given_pid(t: Transport, pid: int) -> int:
+    """The pid the user named, unless it runs in a Docker container (then a FactError naming
+    docker://NAME: its paths are the container's, not this machine's)."""
+    outside_containers(t, [(pid, b"")])
+    return pid
+
+
 def outside_containers(t: Transport, servers: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     """The servers that run on the machine itself. One in a Docker container has its
     models, Python and log in the container's namespace: read from here they would be

@@ -388,4 +388,8 @@ def machine_server_container(t: Transport, pid: int) -> str | None:
     if t.kind not in ("local", "ssh"):
         return None
     cid = container_of_process(t, pid)
-    return container_name(t, cid) if cid is not None else None
+    # A machine that is itself a container (without a cgroup namespace) shows its own id
+    # for every process, init included: those processes are this machine's.
+    if cid is None or cid == container_of_process(t, 1):
+        return None
+    return container_name(t, cid)

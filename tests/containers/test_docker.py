@@ -21,6 +21,7 @@ from dflash_doctor.errors import (
     UsageError,
 )
 from dflash_doctor.finders.process import outside_containers
+from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.docker import (
     DockerTransport,
     _Exec,
@@ -164,6 +165,12 @@ def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(
     assert outside_containers(local, [(host_pid, b""), mine]) == [mine]
     with pytest.raises(FactError, match=f"runs in a Docker container: check docker://{name}"):
         outside_containers(local, [(host_pid, b"")])
+    # And through the CLI: `check local --pid` of a container's process reads nothing of the
+    # machine's files in its name.
+    p = doctor("check", "local", "--pid", str(host_pid), "--format", "json")
+    (host,) = json.loads(p.stdout)["hosts"]
+    assert f"check docker://{name}" in (host["facts"]["launch"]["error"] or ""), host["facts"]
+    assert host["facts"]["drafter"]["value"] is None
 
 
 def test_a_missing_or_stopped_container_is_one_line(docker_image: str) -> None:
@@ -265,3 +272,45 @@ def test_a_container_on_an_ssh_hosts_engine(sglang_container: dict[str, object],
         ["docker", "inspect", "--format", "{{.Id}}", name], capture_output=True, text=True
     ).stdout
     assert after == before
+
+
+class _Machine:
+    """A machine's /proc/PID/cgroup files, as a local transport reads them."""
+
+    kind = "local"
+
+    def __init__(self, cgroups: dict[int, str]) -> None:
+        self.cgroups = cgroups
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        pid = int(path.split("/")[2])
+        if pid not in self.cgroups:
+            raise FileMissing(f"m:{path}: no such file or directory")
+        return self.cgroups[pid].encode()
+
+    def run(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
+        return CommandResult(1, b"", b"no engine here")
+
+
+def test_a_machine_that_is_itself_a_container_keeps_its_processes() -> None:
+    from typing import cast
+
+    from dflash_doctor.transport.base import Transport
+    from dflash_doctor.transport.docker import machine_server_container
+
+    mine, other = "a" * 64, "b" * 64
+    m = cast(
+        Transport,
+        _Machine(
+            {
+                1: f"9:pids:/docker/{mine}\n",
+                10: f"9:pids:/docker/{mine}\n",
+                20: f"9:pids:/docker/{other}\n",
+                30: "9:pids:/\n",
+            }
+        ),
+    )
+    assert machine_server_container(m, 10) is None  # this machine's own (it is container a)
+    assert machine_server_container(m, 20) == other[:12]  # another container: named by id
+    assert machine_server_container(m, 30) is None
+    assert machine_server_container(m, 99) is None  # gone: nothing to say
