@@ -45,6 +45,7 @@ from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_hosts
 from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult
 from dflash_doctor.transport.local import LocalTransport
+from dflash_doctor.transport.recorded import RecordedTransport
 from dflash_doctor.transport.ssh import SSHOptions, SSHTransport
 from fixtures.sshd import SshServer, start_sshd
 
@@ -147,7 +148,8 @@ class Tracing(LocalTransport):
 def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:
     """One Ansible task per distinct read that gathering this host makes."""
     tracer = Tracing()
-    gather(spec, tracer)
+    # The recorded tree's own transport maps each host path under the tree, as over SSH.
+    gather(spec, RecordedTransport(tracer, spec.root))
     tasks: list[dict[str, Any]] = []
     for op, arg in dict.fromkeys(tracer.ops):
         if op == "slurp":

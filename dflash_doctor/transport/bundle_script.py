@@ -516,6 +516,8 @@ class Bundle:
             if argv and argv[-1] == "":
                 argv.pop()  # as facts/launch.parse_cmdline reads it
             self.read(f"/proc/{pid}/status", self.limits["file"])
+            # Whether the server runs in a container (finders' container discovery).
+            self.read(f"/proc/{pid}/cgroup", self.limits["file"])
             env = self.environ(pid, self.limits["file"])
             envs.append(env)
             start = self.launcher_index(argv)
