@@ -528,6 +528,8 @@ class Bundle:
                 self.readlink(f"/proc/{pid}/fd/{fd}")
             pythons += [a for a in argv[: max(start - 1, 0)] if PYTHON.search(a)][:1]
             refs += self.model_refs(argv[start:])
+        if servers:
+            self.read("/proc/1/cgroup", self.limits["file"])  # this machine's own container
         if cfg.get("launch_file"):
             text = self.read(cfg["launch_file"], self.limits["file"])
             if text is not None:
