@@ -57,10 +57,10 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
     from dflash_doctor.facts.launch import _LAUNCHERS
-    from dflash_doctor.facts.runtime import HTTP_CLIENT_HEAD
     from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
     from dflash_doctor.finders.process import ENV_KEYS
+    from dflash_doctor.finders.server_api import HTTP_CLIENT_HEAD
     from dflash_doctor.finders.version import VERSION_QUERY
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.shipped import script_source

@@ -485,7 +485,7 @@ def test_hostile_server_answers_become_one_line(tmp_path: Path) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from dflash_doctor.errors import FactError
-    from dflash_doctor.facts.runtime import ask_server
+    from dflash_doctor.finders.server_api import ask_server
     from dflash_doctor.transport.local import LocalTransport
 
     answers = {

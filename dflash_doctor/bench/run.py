@@ -13,7 +13,8 @@ from contextlib import AbstractContextManager
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult, HostFacts
-from dflash_doctor.facts.runtime import ask_server, server_address
+from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.base import Transport

@@ -1,66 +1,21 @@
-"""The live server's own answer over HTTP, asked on the host through the transport.
-
-The requests run on the host (`facts/server_http.py`, shipped and run with the host's
-`python3`), so this works over SSH against a server bound to 127.0.0.1 only. Never for a
-recorded or offline host: those have no server.
-"""
+"""The live server's own answer over HTTP, parsed (asked on the host by
+finders/server_api.py): where it listens, and what /server_info and /metrics say."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, MetricSample, ServerRuntime
-from dflash_doctor.facts.server_address import (
-    RUNTIME_OPS,
-    RUNTIME_TIMEOUT_S,
-    http_request,
-    http_timeout,
-)
 from dflash_doctor.facts.server_address import server_address as argv_address
 from dflash_doctor.redact import redact_argv, redact_text
-from dflash_doctor.shipped import script_source
-from dflash_doctor.transport.base import Transport
-
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-# How the shipped client starts on the host: the first python3 on the login PATH, with -c.
-HTTP_CLIENT_HEAD = ("python3", "-c")
 
 
 def server_address(launch: LaunchArgs | None, health_url: str | None = None) -> tuple[str, int]:
     """(host, port) to reach the server from its own machine (facts/server_address.py)."""
     return argv_address(launch.argv if launch is not None else [], health_url)
-
-
-def ask_server(
-    transport: Transport,
-    address: tuple[str, int],
-    pid: int | None,
-    ops: list[dict[str, Any]],
-    *,
-    timeout: float = 30.0,
-    python: str = HTTP_CLIENT_HEAD[0],
-) -> list[dict[str, Any]]:
-    """Run the shipped HTTP client on the host; one answer per op (each may hold `error`)."""
-    request = http_request(address, pid, ops, timeout)
-    argv = [python, "-c", script_source("facts/server_http.py"), request]
-    res = transport.run(argv, timeout=http_timeout(ops, timeout))
-    if not res.ok:
-        lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise FactError(f"HTTP client on the host failed: {lines[-1] if lines else res.returncode}")
-    if len(res.stdout) > MAX_ANSWER_BYTES:
-        raise FactError("HTTP client on the host answered more than 64 MiB")
-    try:
-        answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-        results = answer["results"]
-    except (ValueError, IndexError, KeyError, TypeError):
-        raise FactError("HTTP client on the host gave no JSON answer") from None
-    if not isinstance(results, list) or len(results) != len(ops):
-        raise FactError("HTTP client on the host answered the wrong number of results")
-    return [r if isinstance(r, dict) else {"error": "malformed"} for r in results]
 
 
 def parse_runtime(info: dict[str, Any], metrics: dict[str, Any], url: str) -> ServerRuntime:
@@ -130,13 +85,3 @@ def _flat(state: dict[str, Any]) -> dict[str, object]:
             str(k): v for k, v in memory.items() if isinstance(v, int | float | str | None)
         }
     return out
-
-
-def read_runtime(
-    transport: Transport, launch: LaunchArgs | None, pid: int | None, health_url: str | None
-) -> ServerRuntime:
-    address = server_address(launch, health_url)
-    info, metrics = ask_server(
-        transport, address, pid, list(RUNTIME_OPS), timeout=RUNTIME_TIMEOUT_S
-    )
-    return parse_runtime(info, metrics, f"http://{address[0]}:{address[1]}")
