@@ -6,7 +6,7 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.facts.probe_result import ProbeResult
 
 T = TypeVar("T")
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from dflash_doctor.checks.views import behaviour, page_size, version_facts, window_state
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.probe_result import ProbeResult
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
-from dflash_doctor.probes.models import ProbeResult
 from dflash_doctor.probes.runner import (
     DEFAULT_AGREEMENT_TOKENS,
     DEFAULT_BUDGET_MIB,

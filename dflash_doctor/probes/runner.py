@@ -12,7 +12,7 @@ from dflash_doctor.defaults import DEFAULT_AGREEMENT_TOKENS as DEFAULT_AGREEMENT
 from dflash_doctor.defaults import DEFAULT_BUDGET_MIB as DEFAULT_BUDGET_MIB
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import DrafterConfig
-from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.facts.probe_result import ProbeResult
 from dflash_doctor.probes.scenarios import scenarios_for, spans_input
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.facts.probe_result import ProbeResult
 
 MIB = 1024 * 1024
 BAR = 30

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from dflash_doctor.errors import UsageError
-from dflash_doctor.probes.models import ProbeResult
+from dflash_doctor.facts.probe_result import ProbeResult
 
 MIB = 1024 * 1024
 # Series differ by line style and marker as well as colour (Okabe-Ito, colour-blind safe),

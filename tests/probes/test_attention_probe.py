@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from dflash_doctor.errors import FactError
+from dflash_doctor.facts.probe_result import ProbeResult
 from dflash_doctor.hosts import load_recorded_host
 from dflash_doctor.probes.host import ProbeOptions, probe_host
-from dflash_doctor.probes.models import ProbeResult
 from dflash_doctor.probes.runner import default_contexts, probe_spec, run_probe
 from dflash_doctor.transport.local import LocalTransport
 from tests.conftest import FIXTURE_HOSTS, KIMI_DRAFTER, QWEN4B_DRAFTER, REPO, drafter_cfg
