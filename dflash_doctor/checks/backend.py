@@ -9,7 +9,7 @@ from dflash_doctor.checks.views import (
     require_dflash,
     version_facts,
 )
-from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs
 from dflash_doctor.sglang_versions import DFLASH_DRAFT_BACKENDS
 
 
@@ -53,29 +53,8 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     0.5.21:847-877, 0.5.23:945-978).
     """
     require_dflash(facts)
-    evidence: list[Evidence] = []
-    configured: str | None = None
     launch = facts.launch.value
-    if launch is not None:
-        if launch.draft_attention_backend:
-            configured = launch.draft_attention_backend
-            evidence.append(
-                flag_evidence(
-                    launch,
-                    "--speculative-draft-attention-backend",
-                    f"--speculative-draft-attention-backend {configured}",
-                )
-            )
-        elif launch.attention_backend:
-            configured = launch.attention_backend
-            evidence.append(
-                flag_evidence(
-                    launch,
-                    "--attention-backend",
-                    f"--attention-backend {configured} (no draft "
-                    "backend set: the draft worker inherits it)",
-                )
-            )
+    configured, evidence = _configured_backend(launch) if launch is not None else (None, [])
     log = facts.log.value
     if log is not None:
         evidence.extend(log_evidence(log, ln.line, ln.text) for ln in log.backend_fallbacks)
@@ -85,25 +64,14 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
     cfg = facts.drafter.value
     why = f"The DFlash draft worker supports {', '.join(supported)}"
     if configured == "trtllm_mha" and not unsupported and cfg is not None:
-        # 0.5.17+ keeps trtllm_mha for the draft only when every layer is sliding or the
-        # draft is causal (arg_groups/speculative_hook.py 0.5.17:476-494, 0.5.23:957-978).
-        all_sliding = bool(cfg.layer_types) and set(cfg.layer_types) == {"sliding_attention"}
-        if not (all_sliding or cfg.is_causal):
+        refusal = _trtllm_refusal(cfg)
+        if refusal is not None:
             unsupported = True
             why = (
                 "The DFlash draft worker keeps 'trtllm_mha' only for a drafter whose layers are "
                 "all sliding_attention or whose config is causal; this one is neither"
             )
-            evidence.append(
-                Evidence(
-                    kind="config",
-                    text=f"drafter layer types {sorted(set(cfg.layer_types))}, is_causal "
-                    f"{cfg.is_causal}: trtllm_mha needs all sliding layers or a causal draft",
-                    file=cfg.path,
-                    key="layer_types",
-                    line=cfg.key_lines.get("layer_types"),
-                )
-            )
+            evidence.append(refusal)
     if not unsupported and not (log is not None and log.backend_fallbacks):
         if configured is None and (log is None or log.dflash_init is None):
             raise Skip("no attention backend configured and no DFlash init line to confirm")
@@ -123,3 +91,35 @@ def draft_backend_fallback(facts: HostFacts) -> list[Finding]:
             ],
         )
     ]
+
+
+def _configured_backend(launch: LaunchArgs) -> tuple[str | None, list[Evidence]]:
+    """The backend the draft worker is asked for: its own flag, else the inherited one."""
+    if launch.draft_attention_backend:
+        configured = launch.draft_attention_backend
+        flag = "--speculative-draft-attention-backend"
+        return configured, [flag_evidence(launch, flag, f"{flag} {configured}")]
+    if launch.attention_backend:
+        configured = launch.attention_backend
+        text = (
+            f"--attention-backend {configured} (no draft backend set: the draft worker inherits it)"
+        )
+        return configured, [flag_evidence(launch, "--attention-backend", text)]
+    return None, []
+
+
+def _trtllm_refusal(cfg: DrafterConfig) -> Evidence | None:
+    """Evidence that 0.5.17+ refuses trtllm_mha for this drafter, or None when it keeps it."""
+    # 0.5.17+ keeps trtllm_mha for the draft only when every layer is sliding or the
+    # draft is causal (arg_groups/speculative_hook.py 0.5.17:476-494, 0.5.23:957-978).
+    all_sliding = bool(cfg.layer_types) and set(cfg.layer_types) == {"sliding_attention"}
+    if all_sliding or cfg.is_causal:
+        return None
+    return Evidence(
+        kind="config",
+        text=f"drafter layer types {sorted(set(cfg.layer_types))}, is_causal "
+        f"{cfg.is_causal}: trtllm_mha needs all sliding layers or a causal draft",
+        file=cfg.path,
+        key="layer_types",
+        line=cfg.key_lines.get("layer_types"),
+    )

@@ -164,12 +164,7 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
     template = (
         HOOK_REFUSAL_NEW if release_key(version)[:3] >= HOOK_NEITHER_SINCE else HOOK_REFUSAL_OLD
     )
-    nxt = answer.next_capturing if answer is not None else None
-    fixes = (
-        [Fix(action="upgrade_sglang", value=nxt)]
-        if nxt
-        else [Fix(action="manual", note=f"no SGLang release implements the hook for {arch}")]
-    )
+    fixes = _capture_fixes(answer.next_capturing if answer is not None else None, arch)
     return [
         target_cannot_capture.finding(
             title=f"SGLang {version} cannot capture DFLASH hidden states from {arch}",
@@ -187,3 +182,10 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
             fixes=fixes,
         )
     ]
+
+
+def _capture_fixes(nxt: str | None, arch: str) -> list[Fix]:
+    """Upgrade to the first release that captures from arch, or say none does."""
+    if nxt:
+        return [Fix(action="upgrade_sglang", value=nxt)]
+    return [Fix(action="manual", note=f"no SGLang release implements the hook for {arch}")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import config_evidence, drafter, require_dflash
-from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.models import DrafterConfig, HostFacts, TargetConfig
 
 
 @check("DFD106", "drafter-target-mismatch", Severity.ERROR, needs=("drafter", "target"))
@@ -38,7 +38,6 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
     cfg = drafter(facts)
     target = facts.target.value
     assert target is not None
-    findings: list[Finding] = []
     target_evidence = Evidence(
         kind="config",
         text=f"target num_hidden_layers={target.num_hidden_layers}, "
@@ -48,55 +47,48 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
         key="num_hidden_layers",
     )
     fix = Fix(action="manual", note="use the drafter trained for this target model")
+    findings = [
+        drafter_target_mismatch.finding(
+            title=title, message=message, evidence=[evidence, target_evidence], fixes=[fix]
+        )
+        for title, message, evidence in _mismatches(cfg, target)
+    ]
+    if not cfg.target_layer_ids and not findings and cfg.num_target_layers is None:
+        raise Skip("drafter declares neither target_layer_ids nor num_target_layers")
+    return findings
+
+
+def _mismatches(cfg: DrafterConfig, target: TargetConfig) -> list[tuple[str, str, Evidence]]:
+    """Each way the drafter does not fit the target: (title, message, drafter evidence)."""
+    found: list[tuple[str, str, Evidence]] = []
     ids = cfg.target_layer_ids or []
     bad = [i for i in ids if i < 0 or i >= target.num_hidden_layers]
     if bad:
-        findings.append(
-            drafter_target_mismatch.finding(
-                title="target_layer_ids out of range of the target model",
-                message=(
-                    f"dflash_config.target_layer_ids {bad} are not layers of the target "
-                    f"(layers 0-{target.num_hidden_layers - 1})."
-                ),
-                evidence=[
-                    config_evidence(cfg, "target_layer_ids", f"target_layer_ids={ids}"),
-                    target_evidence,
-                ],
-                fixes=[fix],
+        found.append(
+            (
+                "target_layer_ids out of range of the target model",
+                f"dflash_config.target_layer_ids {bad} are not layers of the target "
+                f"(layers 0-{target.num_hidden_layers - 1}).",
+                config_evidence(cfg, "target_layer_ids", f"target_layer_ids={ids}"),
             )
         )
     if cfg.num_target_layers is not None and cfg.num_target_layers != target.num_hidden_layers:
-        findings.append(
-            drafter_target_mismatch.finding(
-                title="Drafter was trained for a target with another layer count",
-                message=(
-                    f"The drafter's num_target_layers={cfg.num_target_layers}, but the target "
-                    f"has {target.num_hidden_layers} layers."
+        found.append(
+            (
+                "Drafter was trained for a target with another layer count",
+                f"The drafter's num_target_layers={cfg.num_target_layers}, but the target "
+                f"has {target.num_hidden_layers} layers.",
+                config_evidence(
+                    cfg, "num_target_layers", f"num_target_layers={cfg.num_target_layers}"
                 ),
-                evidence=[
-                    config_evidence(
-                        cfg, "num_target_layers", f"num_target_layers={cfg.num_target_layers}"
-                    ),
-                    target_evidence,
-                ],
-                fixes=[fix],
             )
         )
     if cfg.hidden_size != target.hidden_size:
-        findings.append(
-            drafter_target_mismatch.finding(
-                title="Drafter and target hidden sizes differ",
-                message=(
-                    f"Drafter hidden_size={cfg.hidden_size}, target hidden_size="
-                    f"{target.hidden_size}."
-                ),
-                evidence=[
-                    config_evidence(cfg, "hidden_size", f"hidden_size={cfg.hidden_size}"),
-                    target_evidence,
-                ],
-                fixes=[fix],
+        found.append(
+            (
+                "Drafter and target hidden sizes differ",
+                f"Drafter hidden_size={cfg.hidden_size}, target hidden_size={target.hidden_size}.",
+                config_evidence(cfg, "hidden_size", f"hidden_size={cfg.hidden_size}"),
             )
         )
-    if not ids and not findings and cfg.num_target_layers is None:
-        raise Skip("drafter declares neither target_layer_ids nor num_target_layers")
-    return findings
+    return found
