@@ -30,7 +30,7 @@ from dflash_doctor.checks.views import (
     window_flag_unwanted,
     window_state,
 )
-from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs
 from dflash_doctor.kv_math import (
     GIB,
     draft_bytes_per_token,
@@ -43,6 +43,7 @@ from dflash_doctor.sglang_versions import (
     DRAFT_KV_DTYPE_FLAG,
     DRAFT_KV_DTYPE_SINCE,
     LAYER_TYPES_SINCE,
+    VersionFacts,
     format_version,
 )
 from dflash_doctor.spans import SpanModel
@@ -115,23 +116,7 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     evidence.append(span_evidence(model))
     probed, probe_impact = probe_evidence(facts, ctx)
     evidence.extend(probed)
-    fixed = span_model(facts, cfg, flag=window)
-    clamped = fixed.with_verdict("clamped")
-    fix_note = (
-        f"also clamps full_attention layer(s) {layer_list(clamped)} to about {window} tokens; "
-        f"upgrading to {UPGRADE} serves every layer as trained"
-        if clamped
-        else "exact: every draft layer is sliding with this window"
-        + (
-            f" (up to {fixed.page_slack} older tokens of page alignment)"
-            if fixed.page_slack
-            else ""
-        )
-    )
-    window_fix = set_window_fix(facts, window)
-    window_fix = window_fix.model_copy(
-        update={"note": "; ".join(n for n in (window_fix.note, fix_note) if n)}
-    )
+    window_fix, fixed = _window_fix(facts, cfg, window)
     impact: dict[str, float | int | str] = {
         "Sliding layers served beyond their window": layer_list(wider),
         "Trained window (tokens)": window,
@@ -160,6 +145,28 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
             fixes=[Fix(action="upgrade_sglang", value=UPGRADE), window_fix],
         )
     ]
+
+
+def _window_fix(facts: HostFacts, cfg: DrafterConfig, window: int) -> tuple[Fix, SpanModel]:
+    """The set-window fix for DFD103, noting what it costs, and the spans it would serve."""
+    fixed = span_model(facts, cfg, flag=window)
+    clamped = fixed.with_verdict("clamped")
+    fix_note = (
+        f"also clamps full_attention layer(s) {layer_list(clamped)} to about {window} tokens; "
+        f"upgrading to {UPGRADE} serves every layer as trained"
+        if clamped
+        else "exact: every draft layer is sliding with this window"
+        + (
+            f" (up to {fixed.page_slack} older tokens of page alignment)"
+            if fixed.page_slack
+            else ""
+        )
+    )
+    window_fix = set_window_fix(facts, window)
+    window_fix = window_fix.model_copy(
+        update={"note": "; ".join(n for n in (window_fix.note, fix_note) if n)}
+    )
+    return window_fix, fixed
 
 
 @check(
@@ -356,15 +363,7 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     assert launch is not None
     vf = version_facts(facts)
-    if launch.accepted_window_flags is not None:
-        accepted = launch.accepted_window_flags
-        label = f"SGLang {launch.parser_version} (its own parser)"
-    elif vf is not None:
-        accepted = list(vf.window_flags)
-        label = f"SGLang {vf.label}"
-    else:
-        why = facts.sglang_version.error or facts.sglang_version.value
-        raise Skip(f"SGLang version unknown or not understood: {why}")
+    accepted, label = _accepted_window_flags(facts, launch, vf)
     deprecated = list(vf.deprecated_window_flags) if vf is not None else []
     used = launch.draft_window_flag
     if used is None:
@@ -412,6 +411,18 @@ def window_flag_spelling(facts: HostFacts) -> list[Finding]:
             )
         ]
     return []
+
+
+def _accepted_window_flags(
+    facts: HostFacts, launch: LaunchArgs, vf: VersionFacts | None
+) -> tuple[list[str], str]:
+    """The window flags the host's SGLang accepts, and who says so (its parser, else the table)."""
+    if launch.accepted_window_flags is not None:
+        return launch.accepted_window_flags, f"SGLang {launch.parser_version} (its own parser)"
+    if vf is not None:
+        return list(vf.window_flags), f"SGLang {vf.label}"
+    why = facts.sglang_version.error or facts.sglang_version.value
+    raise Skip(f"SGLang version unknown or not understood: {why}")
 
 
 @check(
@@ -487,37 +498,10 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
             impact["Draft KV at max running requests per GPU (GiB)"] = round(
                 per_token * ctx * launch.max_running_requests / GIB, 2
             )
-    target = facts.target.value
-    share: float | None = None
-    if vf is not None and vf.version < DRAFT_CELL_SIZE_SINCE and target is not None:
-        share = cfg.num_hidden_layers / (target.num_hidden_layers + cfg.num_hidden_layers)
-        impact["Draft share of the KV budget"] = (
-            f"{share:.1%} (SGLang {vf.label} scales the target's bytes/token by layer count)"
-        )
-    elif target is not None:
-        target_bytes = target_bytes_per_token(target, tp_size=tp, kv_dtype=kv_dtype)
-        if target_bytes:
-            share = per_token / (per_token + target_bytes)
-            impact["Target KV per token per GPU (bytes)"] = int(target_bytes)
-            impact["Draft share of the KV budget"] = f"{share:.1%}"
+    share = _kv_share(facts, cfg, vf, per_token, impact)
     if (draft_dtype or "auto") in FP8_KV:
         return []  # the draft KV already uses fp8: the lever is pulled
-    fixes: list[Fix] = []
-    if has_lever:
-        lever = (
-            f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3 (halves the draft pool), then raise "
-            "--mem-fraction-static to turn the freed memory into KV capacity; measure "
-            "acceptance after"
-        )
-        fixes.append(Fix(action="manual", flag=DRAFT_KV_DTYPE_FLAG, value="fp8_e4m3", note=lever))
-    elif vf is not None and not has_lever:
-        lever = (
-            f"SGLang {vf.label} has no draft-only KV dtype ({DRAFT_KV_DTYPE_FLAG} arrives in "
-            f"{format_version(DRAFT_KV_DTYPE_SINCE)}); --kv-cache-dtype fp8_e4m3 shrinks "
-            "target and draft together"
-        )
-    else:
-        lever = f"SGLang version unknown ({DRAFT_KV_DTYPE_FLAG} needs 0.5.18 or newer)"
+    lever, fixes = _kv_lever(vf, has_lever)
     share_text = f", {share:.1%} of the KV budget" if share is not None else ""
     return [
         draft_kv_memory.finding(
@@ -532,6 +516,52 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
             fixes=fixes,
         )
     ]
+
+
+def _kv_share(
+    facts: HostFacts,
+    cfg: DrafterConfig,
+    vf: VersionFacts | None,
+    per_token: float,
+    impact: dict[str, float | int | str],
+) -> float | None:
+    """The draft's share of the KV budget as this SGLang sizes it (adds it to impact)."""
+    launch = facts.launch.value
+    tp = launch.tp_size if launch else 1
+    kv_dtype = launch.kv_cache_dtype if launch else None
+    target = facts.target.value
+    share: float | None = None
+    if vf is not None and vf.version < DRAFT_CELL_SIZE_SINCE and target is not None:
+        share = cfg.num_hidden_layers / (target.num_hidden_layers + cfg.num_hidden_layers)
+        impact["Draft share of the KV budget"] = (
+            f"{share:.1%} (SGLang {vf.label} scales the target's bytes/token by layer count)"
+        )
+    elif target is not None:
+        target_bytes = target_bytes_per_token(target, tp_size=tp, kv_dtype=kv_dtype)
+        if target_bytes:
+            share = per_token / (per_token + target_bytes)
+            impact["Target KV per token per GPU (bytes)"] = int(target_bytes)
+            impact["Draft share of the KV budget"] = f"{share:.1%}"
+    return share
+
+
+def _kv_lever(vf: VersionFacts | None, has_lever: bool) -> tuple[str, list[Fix]]:
+    """The way this SGLang offers to shrink the draft pool, and its fix when it has one."""
+    if has_lever:
+        lever = (
+            f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3 (halves the draft pool), then raise "
+            "--mem-fraction-static to turn the freed memory into KV capacity; measure "
+            "acceptance after"
+        )
+        return lever, [Fix(action="manual", flag=DRAFT_KV_DTYPE_FLAG, value="fp8_e4m3", note=lever)]
+    if vf is not None:
+        lever = (
+            f"SGLang {vf.label} has no draft-only KV dtype ({DRAFT_KV_DTYPE_FLAG} arrives in "
+            f"{format_version(DRAFT_KV_DTYPE_SINCE)}); --kv-cache-dtype fp8_e4m3 shrinks "
+            "target and draft together"
+        )
+        return lever, []
+    return f"SGLang version unknown ({DRAFT_KV_DTYPE_FLAG} needs 0.5.18 or newer)", []
 
 
 def argv_value(launch: LaunchArgs, flag: str) -> str | None:
