@@ -10,7 +10,7 @@ from dflash_doctor.checks.views import (
     log_evidence,
     require_dflash,
 )
-from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.models import HostFacts, LaunchArgs, LogFacts
 
 
 @check(
@@ -54,60 +54,15 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
-    findings: list[Finding] = []
     launch = facts.launch.value
     log = facts.log.value
     trained = cfg.block_size
-    if (
-        launch is not None
-        and launch.num_draft_tokens
-        and launch.dflash_block_size
-        and launch.num_draft_tokens != launch.dflash_block_size
-    ):
-        findings.append(
-            block_size_mismatch.finding(
-                severity=Severity.ERROR,
-                title="Two block-size flags disagree",
-                message=(
-                    f"--speculative-num-draft-tokens {launch.num_draft_tokens} and its alias "
-                    f"--speculative-dflash-block-size {launch.dflash_block_size} disagree."
-                ),
-                evidence=[
-                    flag_evidence(
-                        launch,
-                        "--speculative-num-draft-tokens",
-                        f"--speculative-num-draft-tokens {launch.num_draft_tokens}",
-                    ),
-                    flag_evidence(
-                        launch,
-                        "--speculative-dflash-block-size",
-                        f"--speculative-dflash-block-size {launch.dflash_block_size}",
-                    ),
-                ],
-                fixes=[Fix(action="remove_flag", flag="--speculative-dflash-block-size")],
-            )
-        )
+    findings = _alias_conflict(launch) if launch is not None else []
     if trained is None:
         if findings:
             return findings
         raise Skip("drafter config declares no block_size")
-    used: int | None = None
-    evidence: list[Evidence] = []
-    flag: str | None = None
-    if launch is not None:
-        for name, value in (
-            ("--speculative-num-draft-tokens", launch.num_draft_tokens),
-            ("--speculative-dflash-block-size", launch.dflash_block_size),
-        ):
-            if value is not None:
-                used, flag = value, name
-                evidence.append(flag_evidence(launch, name, f"{name} {value}"))
-                break
-    if log is not None and log.dflash_block_size is not None:
-        used = log.dflash_block_size
-        line = log.block_size_mismatch or log.dflash_init
-        if line is not None:
-            evidence.append(log_evidence(log, line.line, line.text))
+    used, flag, evidence = _served_block(launch, log)
     if used is None or used == trained:
         return findings
     key = cfg.block_size_key or "block_size"
@@ -144,3 +99,60 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
         )
     )
     return findings
+
+
+def _alias_conflict(launch: LaunchArgs) -> list[Finding]:
+    """The error finding when both block-size flags are given with different values."""
+    if not (
+        launch.num_draft_tokens
+        and launch.dflash_block_size
+        and launch.num_draft_tokens != launch.dflash_block_size
+    ):
+        return []
+    return [
+        block_size_mismatch.finding(
+            severity=Severity.ERROR,
+            title="Two block-size flags disagree",
+            message=(
+                f"--speculative-num-draft-tokens {launch.num_draft_tokens} and its alias "
+                f"--speculative-dflash-block-size {launch.dflash_block_size} disagree."
+            ),
+            evidence=[
+                flag_evidence(
+                    launch,
+                    "--speculative-num-draft-tokens",
+                    f"--speculative-num-draft-tokens {launch.num_draft_tokens}",
+                ),
+                flag_evidence(
+                    launch,
+                    "--speculative-dflash-block-size",
+                    f"--speculative-dflash-block-size {launch.dflash_block_size}",
+                ),
+            ],
+            fixes=[Fix(action="remove_flag", flag="--speculative-dflash-block-size")],
+        )
+    ]
+
+
+def _served_block(
+    launch: LaunchArgs | None, log: LogFacts | None
+) -> tuple[int | None, str | None, list[Evidence]]:
+    """The block size served, the flag that set it, and what says so (the log wins)."""
+    used: int | None = None
+    evidence: list[Evidence] = []
+    flag: str | None = None
+    if launch is not None:
+        for name, value in (
+            ("--speculative-num-draft-tokens", launch.num_draft_tokens),
+            ("--speculative-dflash-block-size", launch.dflash_block_size),
+        ):
+            if value is not None:
+                used, flag = value, name
+                evidence.append(flag_evidence(launch, name, f"{name} {value}"))
+                break
+    if log is not None and log.dflash_block_size is not None:
+        used = log.dflash_block_size
+        line = log.block_size_mismatch or log.dflash_init
+        if line is not None:
+            evidence.append(log_evidence(log, line.line, line.text))
+    return used, flag, evidence

@@ -74,33 +74,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
-    served, served_evidence = context_length(facts)
-    target = facts.target.value
-    if (
-        served_evidence is not None
-        and served_evidence.kind == "config"
-        and target is not None
-        and target.context_length is not None
-        and target.context_length != served
-    ):
-        # No --context-length: SGLang serves the target's derived length, rope scaling
-        # included (get_context_length, as for the drafter).
-        served = target.context_length
-        served_evidence = served_evidence.model_copy(
-            update={
-                "text": f"target context length {served} as SGLang derives it "
-                "(no --context-length: SGLang uses the model's maximum)"
-            }
-        )
-    log = facts.log.value
-    overridden = log.draft_max_position_override if log is not None else None
-    if overridden is not None and log is not None:
-        # The log proves it: SGLang overwrote the drafter's positions with the context it
-        # serves, which it does only with the variable set (model_config.py 0.5.23:1303-1312).
-        served = overridden
-        served_evidence = Evidence(
-            kind="log", text=OVERRIDE_LOG.format(n=overridden), file=log.path
-        )
+    served, served_evidence, overridden = _served_context(facts)
     if served is None or served_evidence is None:
         raise Skip("the served context length is unknown (no launch, log or target config)")
     if cfg.context_length is None:
@@ -128,14 +102,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
         "served_context_tokens": served,
         "drafter_context_tokens": trained,
     }
-    # Not automated: a shorter context rejects the long requests the server takes today.
-    fixes = [
-        Fix(
-            action="manual",
-            note=f"serve --context-length {trained} (requests longer than that are rejected), "
-            "or use a drafter trained for the served context length",
-        )
-    ]
+    fixes = _context_fixes(trained)
     if known and not allowed:
         return [
             drafter_shorter_than_context.finding(
@@ -150,12 +117,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
                 fixes=fixes,
             )
         ]
-    if overridden is not None:
-        how = f"SGLang logged `{OVERRIDE_LOG.format(n=served)}`: "
-    elif known:
-        how = f"{ALLOW_ENV} is set, so SGLang logs `{OVERRIDE_LOG.format(n=served)}` and "
-    else:
-        how = f"Either SGLang refuses to start, or (with {ALLOW_ENV}=1) "
+    how = _how_served(overridden is not None, known, served)
     return [
         drafter_shorter_than_context.finding(
             severity=Severity.WARNING,
@@ -169,3 +131,56 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
             fixes=fixes,
         )
     ]
+
+
+def _served_context(facts: HostFacts) -> tuple[int | None, Evidence | None, int | None]:
+    """The context length served, what says so, and the drafter override the log shows."""
+    served, served_evidence = context_length(facts)
+    target = facts.target.value
+    if (
+        served_evidence is not None
+        and served_evidence.kind == "config"
+        and target is not None
+        and target.context_length is not None
+        and target.context_length != served
+    ):
+        # No --context-length: SGLang serves the target's derived length, rope scaling
+        # included (get_context_length, as for the drafter).
+        served = target.context_length
+        served_evidence = served_evidence.model_copy(
+            update={
+                "text": f"target context length {served} as SGLang derives it "
+                "(no --context-length: SGLang uses the model's maximum)"
+            }
+        )
+    log = facts.log.value
+    overridden = log.draft_max_position_override if log is not None else None
+    if overridden is not None and log is not None:
+        # The log proves it: SGLang overwrote the drafter's positions with the context it
+        # serves, which it does only with the variable set (model_config.py 0.5.23:1303-1312).
+        served = overridden
+        served_evidence = Evidence(
+            kind="log", text=OVERRIDE_LOG.format(n=overridden), file=log.path
+        )
+    return served, served_evidence, overridden
+
+
+def _context_fixes(trained: int) -> list[Fix]:
+    """The manual fix: serve what the drafter covers, or change drafter."""
+    # Not automated: a shorter context rejects the long requests the server takes today.
+    return [
+        Fix(
+            action="manual",
+            note=f"serve --context-length {trained} (requests longer than that are rejected), "
+            "or use a drafter trained for the served context length",
+        )
+    ]
+
+
+def _how_served(overridden: bool, known: bool, served: int) -> str:
+    """How SGLang gets past the refusal, as the finding's message opens."""
+    if overridden:
+        return f"SGLang logged `{OVERRIDE_LOG.format(n=served)}`: "
+    if known:
+        return f"{ALLOW_ENV} is set, so SGLang logs `{OVERRIDE_LOG.format(n=served)}` and "
+    return f"Either SGLang refuses to start, or (with {ALLOW_ENV}=1) "
