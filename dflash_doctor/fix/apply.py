@@ -376,11 +376,31 @@ def _apply_locked(
         )
     pid = spec.hints.pid or facts.server_pid()
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
+    failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
+    if failure is None:
+        return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
+    tail = a.log_tail(new_facts or facts)
+    return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+
+
+def _relaunch_verified(
+    a: Applier,
+    spec: HostSpec,
+    plan: FixPlan,
+    launch: LaunchArgs,
+    source: str,
+    pid: int | None,
+    log: str | None,
+    bench: BenchStep | None,
+) -> tuple[str | None, HostFacts | None]:
+    """Relaunch on the written file, wait for health, re-gather and re-check: (why it failed,
+    None when verified; the re-gathered facts when it got that far, for the log tail). Every
+    error, Ctrl-C included, is a failure here, so the caller always rolls back on one."""
     failure: str | None = None
     new_facts: HostFacts | None = None
     try:
-        a.relaunch(plan.launch, source, pid, log)
-        failure = a.wait_healthy(plan.launch)
+        a.relaunch(launch, source, pid, log)
+        failure = a.wait_healthy(launch)
         new_pid = a.server_pid() if failure is None else None
         if failure is None and a.started_session is not None and new_pid is None:
             # /health answered, but not from the server the doctor started: never verify
@@ -409,10 +429,7 @@ def _apply_locked(
         failure = str(e)
     except KeyboardInterrupt:
         failure = "interrupted (Ctrl-C)"
-    if failure is None:
-        return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
-    tail = a.log_tail(new_facts or facts)
-    return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+    return failure, new_facts
 
 
 def _roll_back(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError
+from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
@@ -17,6 +18,7 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.pipeline import open_transport
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
 from dflash_doctor.runner import run_checks
+from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.open import open_here
 from dflash_doctor.transport.ssh import SSHOptions
 
@@ -36,6 +38,8 @@ def fix_host(
     bench_threshold: float = 0.05,
     local_env: Mapping[str, str] | None = None,
 ) -> FixReport:
+    """One host's fix report: planned, applied (`apply`) or rolled back (`roll_back`); an
+    unreachable host or a failing step is an outcome in the report, never an exception."""
     try:
         transport = open_transport(spec, ssh)
     except DoctorError as e:
@@ -56,39 +60,10 @@ def fix_host(
         )
         if handled is not None:
             return handled
-        running = facts.launch.value
-        source = spec.hints.launch_file or (running.source if file_backed(running) else None)
-        text = source_launch = None
-        if source is not None:
-            data = transport.read_file(source, max_bytes=1 << 20)
-            text = data.decode("utf-8")
-            source_launch = parse_file(
-                data,
-                source=source,
-                path=source,
-                service=spec.hints.compose_service,
-                read=host_file_reader(transport),
-            )
+        source, text, source_launch = _launch_source(spec, transport, facts)
         if roll_back:
-            if source is None or source_launch is None:
-                return FixReport(host=spec.name, outcome="no_rollback")
-            out = rollback(spec, transport, source, facts, source_launch, health_timeout)
-            return _outcome(spec.name, out)
-        results = run_checks(facts)
-        plan = plan_fixes(
-            spec.name,
-            results,
-            source=source,
-            source_text=text,
-            source_launch=source_launch,
-            running=facts.launch.value,
-        )
-        writer = transport
-        if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:
-            # The launch is the inventory's own `launch:` entry: edit that file, here.
-            # Written here, never relaunched (the host runs what the inventory says later).
-            writer = open_here("local")
-            plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits, writer))
+            return _roll_back(spec, transport, facts, source, source_launch, health_timeout)
+        plan, writer = _plan(spec, transport, facts, source, text, source_launch)
         view = _view(plan)
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
@@ -96,30 +71,121 @@ def fix_host(
             view = view.model_copy(update={"relaunch": relaunch})
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
-        step = None
-        if bench is not None and plan.changes and transport.live_refused is None:
-            from dflash_doctor.fix.bench_step import BenchStep
-
-            step = BenchStep(spec, transport, facts, bench, threshold=bench_threshold)
-        out = apply_plan(
+        return _apply(
             spec,
+            transport,
             writer,
             plan,
             facts,
+            view,
             stamp=stamp,
             health_timeout=health_timeout,
-            bench=step,
+            bench=bench,
+            bench_threshold=bench_threshold,
         )
-        pair = None
-        if step is not None and step.before_result is not None:
-            pair = BenchPair(
-                before=step.before_result, after=step.after_result, verdict=step.verdict
-            )
-        return _outcome(spec.name, out, view, pair)
     except (DoctorError, UnicodeDecodeError) as e:
         return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
+
+
+def _launch_source(
+    spec: HostSpec, transport: Transport, facts: HostFacts
+) -> tuple[str | None, str | None, LaunchArgs | None]:
+    """The file the launch comes from (the inventory's hint, else the running launch's own
+    file), its text and its parsed launch; all None for a launch no file backs."""
+    running = facts.launch.value
+    source = spec.hints.launch_file or (running.source if file_backed(running) else None)
+    if source is None:
+        return None, None, None
+    data = transport.read_file(source, max_bytes=1 << 20)
+    text = data.decode("utf-8")
+    source_launch = parse_file(
+        data,
+        source=source,
+        path=source,
+        service=spec.hints.compose_service,
+        read=host_file_reader(transport),
+    )
+    return source, text, source_launch
+
+
+def _roll_back(
+    spec: HostSpec,
+    transport: Transport,
+    facts: HostFacts,
+    source: str | None,
+    source_launch: LaunchArgs | None,
+    health_timeout: float,
+) -> FixReport:
+    """The launch file's last backup put back and relaunched; none to restore without a file."""
+    if source is None or source_launch is None:
+        return FixReport(host=spec.name, outcome="no_rollback")
+    out = rollback(spec, transport, source, facts, source_launch, health_timeout)
+    return _outcome(spec.name, out)
+
+
+def _plan(
+    spec: HostSpec,
+    transport: Transport,
+    facts: HostFacts,
+    source: str | None,
+    text: str | None,
+    source_launch: LaunchArgs | None,
+) -> tuple[FixPlan, Transport]:
+    """The fix plan and the transport that writes it: the host's own, or this machine's when
+    the launch is the inventory's `launch:` entry."""
+    results = run_checks(facts)
+    plan = plan_fixes(
+        spec.name,
+        results,
+        source=source,
+        source_text=text,
+        source_launch=source_launch,
+        running=facts.launch.value,
+    )
+    writer = transport
+    if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:
+        # The launch is the inventory's own `launch:` entry: edit that file, here.
+        # Written here, never relaunched (the host runs what the inventory says later).
+        writer = open_here("local")
+        plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits, writer))
+    return plan, writer
+
+
+def _apply(
+    spec: HostSpec,
+    transport: Transport,
+    writer: Transport,
+    plan: FixPlan,
+    facts: HostFacts,
+    view: PlanView,
+    *,
+    stamp: str,
+    health_timeout: float,
+    bench: BenchOptions | None,
+    bench_threshold: float,
+) -> FixReport:
+    """The plan applied through `writer` (benchmarked before and after on the host when asked
+    and the host is live), reported with the view shown."""
+    step = None
+    if bench is not None and plan.changes and transport.live_refused is None:
+        from dflash_doctor.fix.bench_step import BenchStep
+
+        step = BenchStep(spec, transport, facts, bench, threshold=bench_threshold)
+    out = apply_plan(
+        spec,
+        writer,
+        plan,
+        facts,
+        stamp=stamp,
+        health_timeout=health_timeout,
+        bench=step,
+    )
+    pair = None
+    if step is not None and step.before_result is not None:
+        pair = BenchPair(before=step.before_result, after=step.after_result, verdict=step.verdict)
+    return _outcome(spec.name, out, view, pair)
 
 
 def _view(plan: FixPlan) -> PlanView:

@@ -181,6 +181,28 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def _load_known_hosts(client: paramiko.SSHClient, r: Resolved) -> None:
+    """The user's known_hosts (recorded into when a new key is accepted), then the other files
+    OpenSSH would consult; one unreadable file is one clear error naming it."""
+    if os.path.exists(r.known_hosts):
+        try:
+            client.load_host_keys(r.known_hosts)
+        except (OSError, paramiko.SSHException) as e:
+            raise TransportError(f"{r.known_hosts}: cannot read known_hosts: {e}") from None
+        except Exception as e:  # InvalidHostKey, UnicodeDecodeError, binascii
+            raise TransportError(
+                f"{r.known_hosts}: cannot read known_hosts: {type(e).__name__}"
+            ) from None
+    for other in r.other_known_hosts:
+        # Consulted like OpenSSH does; keys there are checked first and never rewritten.
+        if not os.path.isfile(other):
+            continue
+        try:
+            client.load_system_host_keys(other)
+        except Exception as e:
+            raise TransportError(f"{other}: cannot read known_hosts: {type(e).__name__}") from None
+
+
 def _fingerprint(key: paramiko.PKey) -> str:
     import base64
     import hashlib
@@ -304,25 +326,7 @@ class SSHTransport(HostCommands):
     def _connect(self) -> paramiko.SSHClient:
         r = self.resolved
         client = paramiko.SSHClient()
-        if os.path.exists(r.known_hosts):
-            try:
-                client.load_host_keys(r.known_hosts)
-            except (OSError, paramiko.SSHException) as e:
-                raise TransportError(f"{r.known_hosts}: cannot read known_hosts: {e}") from None
-            except Exception as e:  # InvalidHostKey, UnicodeDecodeError, binascii
-                raise TransportError(
-                    f"{r.known_hosts}: cannot read known_hosts: {type(e).__name__}"
-                ) from None
-        for other in r.other_known_hosts:
-            # Consulted like OpenSSH does; keys there are checked first and never rewritten.
-            if not os.path.isfile(other):
-                continue
-            try:
-                client.load_system_host_keys(other)
-            except Exception as e:
-                raise TransportError(
-                    f"{other}: cannot read known_hosts: {type(e).__name__}"
-                ) from None
+        _load_known_hosts(client, r)
         client.set_missing_host_key_policy(
             _HostKeyPolicy(self.options.accept_new_host_key, r.known_hosts)
         )
