@@ -5,7 +5,7 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence, require_dflash, version_facts
 from dflash_doctor.facts.gpu_arch import arch_label, capability_major
-from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.sglang_versions import Version
 
 TRTLLM = "trtllm_mha"
@@ -155,13 +155,6 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
     findings: list[Finding] = []
     backend = "fa3" if all(capability_major(n) == 9 for n in names) else "flashinfer"
     launch = facts.launch.value
-
-    def side_fix(side: str) -> Fix:
-        # Change the flag that asked for trtllm_mha: the split one when it was given.
-        split = launch is not None and getattr(launch, f"{side}_attention_backend") == TRTLLM
-        flag = f"--{side}-attention-backend" if split else "--attention-backend"
-        return Fix(action="set_flag", flag=flag, value=backend)
-
     if unknown and TRTLLM in (prefill, decode):
         raise Skip(f"cannot tell the architecture of GPU {unknown[0]!r} from its name")
     sides: list[tuple[str, frozenset[int] | None, str]] = []
@@ -184,7 +177,7 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
                         message="The SGLang version is unknown; up to 0.5.18 trtllm_mha "
                         "prefill runs on Blackwell SM100 only and the server refuses to start.",
                         evidence=[*evidence, gpu_evidence],
-                        fixes=[side_fix(side)],
+                        fixes=[_side_fix(launch, side, backend)],
                     )
                 )
                 continue
@@ -195,31 +188,52 @@ def trtllm_mha_gpu(facts: HostFacts) -> list[Finding]:
                     title=f"trtllm_mha {side} cannot run on {bad[0]} ({arch_label(bad[0])})",
                     message=f"SGLang refuses to start: `{refusal}`",
                     evidence=[*evidence, gpu_evidence],
-                    fixes=[side_fix(side)],
+                    fixes=[_side_fix(launch, side, backend)],
                 )
             )
+    if not findings:
+        findings = _page_change(version, TRTLLM in (prefill, decode), draft_uses, page, evidence)
+    return findings
+
+
+def _side_fix(launch: LaunchArgs | None, side: str, backend: str) -> Fix:
+    """Change the flag that asked for trtllm_mha: the split one when it was given."""
+    split = launch is not None and getattr(launch, f"{side}_attention_backend") == TRTLLM
+    flag = f"--{side}-attention-backend" if split else "--attention-backend"
+    return Fix(action="set_flag", flag=flag, value=backend)
+
+
+def _page_change(
+    version: Version | None,
+    target_uses: bool,
+    draft_uses: bool,
+    page: int | None,
+    evidence: list[Evidence],
+) -> list[Finding]:
+    """The info finding when SGLang changes the page size to one trtllm_mha keeps."""
     page_rule = None
     if version is not None:
         for since, sizes, counts_draft in PAGE_RULES:
             if version >= since:
                 page_rule = (sizes, counts_draft)
-    if not findings and page_rule is not None:
-        sizes, counts_draft = page_rule
-        applies = TRTLLM in (prefill, decode) or (draft_uses and counts_draft)
-        current = page if page is not None else 1
-        if applies and current not in sizes:
-            findings.append(
-                trtllm_mha_gpu.finding(
-                    severity=Severity.INFO,
-                    title=f"trtllm_mha changes the page size from {current} to 64",
-                    message=(
-                        "SGLang logs `TensorRT-LLM MHA only supports page_size of "
-                        f"{', '.join(map(str, sorted(sizes)))}, changing page_size from "
-                        f"{current} to 64.`; the KV cache and the DFLASH draft window are "
-                        "page-aligned to 64 tokens."
-                    ),
-                    evidence=evidence,
-                    impact={"page_size": 64},
-                )
-            )
-    return findings
+    if page_rule is None:
+        return []
+    sizes, counts_draft = page_rule
+    applies = target_uses or (draft_uses and counts_draft)
+    current = page if page is not None else 1
+    if not applies or current in sizes:
+        return []
+    return [
+        trtllm_mha_gpu.finding(
+            severity=Severity.INFO,
+            title=f"trtllm_mha changes the page size from {current} to 64",
+            message=(
+                "SGLang logs `TensorRT-LLM MHA only supports page_size of "
+                f"{', '.join(map(str, sorted(sizes)))}, changing page_size from "
+                f"{current} to 64.`; the KV cache and the DFLASH draft window are "
+                "page-aligned to 64 tokens."
+            ),
+            evidence=evidence,
+            impact={"page_size": 64},
+        )
+    ]
