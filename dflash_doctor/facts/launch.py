@@ -145,6 +145,41 @@ def _python_of(argv: list[str], start: int) -> str | None:
     return None
 
 
+def _flag_values(ns: argparse.Namespace, lost: Sequence[str]) -> dict[str, object]:
+    """The DFlash flags' typed values by dest; one holding an unexpanded variable is left out."""
+    values: dict[str, object] = {}
+    for spec in FLAG_SPECS:
+        raw = getattr(ns, spec.dest)
+        if raw is None:
+            continue
+        if any(shown(name) in raw for name in lost):
+            continue  # unknown offline: named in parser_notes, every other value kept
+        try:
+            values[spec.dest] = spec.kind(raw)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise FactError(
+                f"{spec.flags[0]} expects a number (positive), got {str(raw)[:40]!r}"
+            ) from None
+    return values
+
+
+def _lost_notes(server_argv: list[str], lost: Sequence[str]) -> list[str]:
+    """One note per unexpanded variable, naming the flags whose value holds it."""
+    notes: list[str] = []
+    for name in lost:
+        users = [
+            prev
+            for prev, word in zip(["", *server_argv], server_argv, strict=False)
+            if shown(name) in word
+        ]
+        where = ", ".join(u for u in users if u.startswith("-")) or "the command"
+        notes.append(
+            f"{shown(name)} could not be expanded offline (not set by the launch file or the "
+            f"files it sources): unknown value in {where}; every other value is kept"
+        )
+    return notes
+
+
 def parse_argv(
     argv: list[str],
     *,
@@ -161,19 +196,7 @@ def parse_argv(
     parser_notes = list(notes)
     server_argv = argv[start:]
     ns, unknown = _fallback_parser().parse_known_args(server_argv)
-    values: dict[str, object] = {}
-    for spec in FLAG_SPECS:
-        raw = getattr(ns, spec.dest)
-        if raw is None:
-            continue
-        if any(shown(name) in raw for name in lost):
-            continue  # unknown offline: named in parser_notes, every other value kept
-        try:
-            values[spec.dest] = spec.kind(raw)
-        except (ValueError, argparse.ArgumentTypeError):
-            raise FactError(
-                f"{spec.flags[0]} expects a number (positive), got {str(raw)[:40]!r}"
-            ) from None
+    values = _flag_values(ns, lost)
     present = [a.split("=", 1)[0] for a in server_argv if a.split("=", 1)[0] in FLAG_BY_NAME]
     window_flag: str | None = None
     window: object = None
@@ -187,17 +210,7 @@ def parse_argv(
     values.pop("old_window", None)
     # The fallback models only DFlash flags: the rest are SGLang's to judge, not unknown.
     other_flags = [u.split("=", 1)[0] for u in unknown if u.startswith("-")]
-    for name in lost:
-        users = [
-            prev
-            for prev, word in zip(["", *server_argv], server_argv, strict=False)
-            if shown(name) in word
-        ]
-        where = ", ".join(u for u in users if u.startswith("-")) or "the command"
-        parser_notes.append(
-            f"{shown(name)} could not be expanded offline (not set by the launch file or the "
-            f"files it sources): unknown value in {where}; every other value is kept"
-        )
+    parser_notes.extend(_lost_notes(server_argv, lost))
     return LaunchArgs(
         source=source,
         kind=kind,
@@ -448,6 +461,26 @@ def _without_unknown_values(argv: list[str]) -> tuple[list[str], list[str]]:
     return kept, dropped
 
 
+def _rejection(error: str, error_line: str | None, release: str) -> dict[str, object]:
+    """What the release's parser refused: flags it does not know (`unknown_args`), else its
+    own error line (`sglang_rejects`)."""
+    from dflash_doctor.facts import sglang_options as so
+
+    if error.startswith("unrecognized arguments: "):
+        listed = error.split(": ", 1)[1].split()
+        unknown = [
+            a
+            for a in listed
+            if a.startswith("-")
+            and not re.fullmatch(r"-\d[\d.e+-]*", a)  # a negative number is a value
+            and so.resolve_in(release, a) is None
+        ]
+        if unknown:
+            return {"unknown_args": unknown}
+        # stray values (a positional MODEL where the release takes none)
+    return {"sglang_rejects": error_line}
+
+
 def replay_launch(
     args: LaunchArgs, version: str, read: Callable[[str], bytes] | None = None
 ) -> LaunchArgs:
@@ -483,21 +516,7 @@ def replay_launch(
         "accepted_window_flags": [f for f in WINDOW_FLAGS if f in so.option_map(release)],
     }
     if r.error is not None:
-        if r.error.startswith("unrecognized arguments: "):
-            listed = r.error.split(": ", 1)[1].split()
-            unknown = [
-                a
-                for a in listed
-                if a.startswith("-")
-                and not re.fullmatch(r"-\d[\d.e+-]*", a)  # a negative number is a value
-                and so.resolve_in(release, a) is None
-            ]
-            if unknown:
-                update["unknown_args"] = unknown
-            else:  # stray values (a positional MODEL where the release takes none)
-                update["sglang_rejects"] = r.error_line
-        else:
-            update["sglang_rejects"] = r.error_line
+        update.update(_rejection(r.error, r.error_line, release))
         return args.model_copy(update=update)
     values = r.values
     for key, name in LAUNCH_FIELDS.items():
