@@ -6,6 +6,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -40,7 +41,7 @@ from dflash_doctor.render.text import clean
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.hosts import HostSpec
-    from dflash_doctor.report import Report
+    from dflash_doctor.report import HostReport, Report
     from dflash_doctor.transport.ssh import SSHOptions
 
 
@@ -72,6 +73,36 @@ class GateFormat(StrEnum):
 
 LOCAL_NAMES = ("local", "localhost")
 FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it checked nothing)"
+
+
+# Options several commands share, declared once (same flag, same help, same default).
+HostsArg = Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")]
+FormatOpt = Annotated[Format, typer.Option("--format", help="report format")]
+FailOnOpt = Annotated[
+    Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
+]
+FailOnSkipOpt = Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)]
+InventoryOpt = Annotated[
+    Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
+]
+PidOpt = Annotated[int | None, typer.Option("--pid", help="server process id")]
+DrafterOpt = Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help="target dir or repo")]
+BenchContextsOpt = Annotated[
+    str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
+]
+IdentityOpt = Annotated[
+    list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
+]
+KnownHostsOpt = Annotated[
+    str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
+]
+SshConfigOpt = Annotated[
+    str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+]
+AcceptNewHostKeyOpt = Annotated[
+    bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
+]
 
 
 def _given(options: dict[str, tuple[str, str | None]]) -> dict[str, str]:
@@ -262,166 +293,246 @@ def _emit(report: Report, machine: str | None, output: Path | None) -> None:
         render_terminal(report, Console(stderr=True))
 
 
+# `check`'s own options, declared here so the command reads as its list of flags.
+_DemoHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--demo-host",
+        help="check a named built-in demo host: seed (= --demo, SGLang 0.5.13) or v0523",
+    ),
+]
+_CheckHostDirOpt = Annotated[
+    list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
+]
+_CheckOutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", help="write the --format report here (JSON for text)"),
+]
+_CheckSelectOpt = Annotated[
+    str | None, typer.Option("--select", help="comma-separated check ids to run")
+]
+_LogOpt = Annotated[str | None, typer.Option("--log", help="server log path on the host")]
+_CheckLaunchOpt = Annotated[
+    str | None, typer.Option("--launch", help="launch script or systemd unit on the host")
+]
+_CheckVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sglang-version",
+        callback=_sglang_version,
+        help="declare the host's SGLang version (X.Y.Z)",
+    ),
+]
+_CheckLimitOpt = Annotated[
+    str | None, typer.Option("--limit", help="inventory groups, labels or hosts to check")
+]
+_JobsOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="hosts checked at once")]
+_TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="seconds allowed per host")]
+_ConnectTimeoutOpt = Annotated[
+    float, typer.Option("--connect-timeout", min=1, help="seconds to connect over SSH")
+]
+_ProbeOpt = Annotated[
+    bool,
+    typer.Option("--probe", help="also run the attention probe; its numbers feed findings"),
+]
+_ProbeContextsOpt = Annotated[
+    str | None, typer.Option("--probe-contexts", help="context lengths for --probe")
+]
+_ProbeWindowOpt = Annotated[
+    int | None, typer.Option("--probe-window", help="window for --probe (reduced runs)")
+]
+_CheckBenchOpt = Annotated[
+    bool,
+    typer.Option("--bench", help="also bench the live server; its curve feeds the findings"),
+]
+_CheckBenchConcurrencyOpt = Annotated[
+    str | None, typer.Option("--bench-concurrency", help="concurrencies for --bench")
+]
+_CheckBenchTokensOpt = Annotated[
+    int, typer.Option("--bench-max-new-tokens", min=1, help="output tokens per request")
+]
+_CheckYesOpt = Annotated[
+    bool, typer.Option("--yes", help="with --bench: load a server that serves traffic")
+]
+
+
+@dataclass(frozen=True)
+class _CheckArgs:
+    """`check`'s command line as one value, for the phases the command runs in turn."""
+
+    hosts: list[str] | None
+    demo: bool
+    demo_name: str | None
+    host_dir: list[Path] | None
+    fmt: Format
+    fail_on: Severity
+    output: Path | None
+    select: str | None
+    log: str | None
+    launch: str | None
+    pid: int | None
+    drafter: str | None
+    target: str | None
+    sglang_version: str | None
+    inventory: Path | None
+    limit: str | None
+    jobs: int
+    timeout: float
+    connect_timeout: float
+    identity: list[str] | None
+    known_hosts: str | None
+    ssh_config: str | None
+    accept_new_host_key: bool
+    probe: bool
+    probe_contexts: str | None
+    probe_window: int | None
+    bench: bool
+    bench_contexts: str | None
+    bench_concurrency: str | None
+    bench_max_new_tokens: int
+    yes: bool
+    fail_on_skip: bool
+
+
 @app.command()
 def check(
-    hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
+    hosts: HostsArg = None,
     demo: Annotated[bool, typer.Option("--demo", help="check the built-in demo host")] = False,
-    demo_name: Annotated[
-        str | None,
-        typer.Option(
-            "--demo-host",
-            help="check a named built-in demo host: seed (= --demo, SGLang 0.5.13) or v0523",
-        ),
-    ] = None,
-    host_dir: Annotated[
-        list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
-    ] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
-    fail_on: Annotated[
-        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
-    ] = Severity.ERROR,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", help="write the --format report here (JSON for text)"),
-    ] = None,
-    select: Annotated[
-        str | None, typer.Option("--select", help="comma-separated check ids to run")
-    ] = None,
-    log: Annotated[str | None, typer.Option("--log", help="server log path on the host")] = None,
-    launch: Annotated[
-        str | None, typer.Option("--launch", help="launch script or systemd unit on the host")
-    ] = None,
-    pid: Annotated[int | None, typer.Option("--pid", help="server process id")] = None,
-    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
-    sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version",
-            callback=_sglang_version,
-            help="declare the host's SGLang version (X.Y.Z)",
-        ),
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
-    ] = None,
-    limit: Annotated[
-        str | None, typer.Option("--limit", help="inventory groups, labels or hosts to check")
-    ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="hosts checked at once")] = (
-        DEFAULT_JOBS
-    ),
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="seconds allowed per host")
-    ] = DEFAULT_HOST_TIMEOUT,
-    connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", min=1, help="seconds to connect over SSH")
-    ] = 10.0,
-    identity: Annotated[
-        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
-    ] = None,
-    known_hosts: Annotated[
-        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
-    ] = None,
-    ssh_config: Annotated[
-        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-    ] = None,
-    accept_new_host_key: Annotated[
-        bool,
-        typer.Option("--accept-new-host-key", help="trust and record unknown host keys"),
-    ] = False,
-    probe: Annotated[
-        bool,
-        typer.Option("--probe", help="also run the attention probe; its numbers feed findings"),
-    ] = False,
-    probe_contexts: Annotated[
-        str | None, typer.Option("--probe-contexts", help="context lengths for --probe")
-    ] = None,
-    probe_window: Annotated[
-        int | None, typer.Option("--probe-window", help="window for --probe (reduced runs)")
-    ] = None,
-    bench: Annotated[
-        bool,
-        typer.Option("--bench", help="also bench the live server; its curve feeds the findings"),
-    ] = False,
-    bench_contexts: Annotated[
-        str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
-    ] = None,
-    bench_concurrency: Annotated[
-        str | None, typer.Option("--bench-concurrency", help="concurrencies for --bench")
-    ] = None,
-    bench_max_new_tokens: Annotated[
-        int, typer.Option("--bench-max-new-tokens", min=1, help="output tokens per request")
-    ] = DEFAULT_MAX_NEW_TOKENS,
-    yes: Annotated[
-        bool, typer.Option("--yes", help="with --bench: load a server that serves traffic")
-    ] = False,
-    fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
+    demo_name: _DemoHostOpt = None,
+    host_dir: _CheckHostDirOpt = None,
+    fmt: FormatOpt = Format.text,
+    fail_on: FailOnOpt = Severity.ERROR,
+    output: _CheckOutputOpt = None,
+    select: _CheckSelectOpt = None,
+    log: _LogOpt = None,
+    launch: _CheckLaunchOpt = None,
+    pid: PidOpt = None,
+    drafter: DrafterOpt = None,
+    target: TargetOpt = None,
+    sglang_version: _CheckVersionOpt = None,
+    inventory: InventoryOpt = None,
+    limit: _CheckLimitOpt = None,
+    jobs: _JobsOpt = DEFAULT_JOBS,
+    timeout: _TimeoutOpt = DEFAULT_HOST_TIMEOUT,
+    connect_timeout: _ConnectTimeoutOpt = 10.0,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    ssh_config: SshConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
+    probe: _ProbeOpt = False,
+    probe_contexts: _ProbeContextsOpt = None,
+    probe_window: _ProbeWindowOpt = None,
+    bench: _CheckBenchOpt = False,
+    bench_contexts: BenchContextsOpt = None,
+    bench_concurrency: _CheckBenchConcurrencyOpt = None,
+    bench_max_new_tokens: _CheckBenchTokensOpt = DEFAULT_MAX_NEW_TOKENS,
+    yes: _CheckYesOpt = False,
+    fail_on_skip: FailOnSkipOpt = False,
 ) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
-
-    from dflash_doctor.demo import demo_host
-    from dflash_doctor.inventory import load_inventory
-    from dflash_doctor.pipeline import check_hosts
-    from dflash_doctor.probes.host import ProbeOptions
+    # Taken first, before any other local: exactly the parameters above.
+    args = _CheckArgs(**locals())
     from dflash_doctor.render.json_report import render_json
-    from dflash_doctor.render.progress import host_progress
-    from dflash_doctor.report import build_report
 
     chosen = _selection(select)
-    listed = load_inventory(str(inventory)).select(limit) if inventory else []
+    specs, listed = _check_specs(args)
+    reports = _check_reports(args, specs, chosen)
+    _note_next_steps(args, specs, listed, reports)
+    report = _check_report(args, reports)
+    _emit(report, None if fmt is Format.text else render_json(report), output)
+    raise typer.Exit(report.exit_code)
+
+
+def _check_specs(args: _CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
+    """The hosts to check, and those of them the inventory listed (they come first)."""
+    from dflash_doctor.demo import demo_host
+    from dflash_doctor.inventory import load_inventory
+
+    listed = load_inventory(str(args.inventory)).select(args.limit) if args.inventory else []
     specs = _specs(
-        hosts or [],
-        demo,
-        host_dir or [],
-        listed + ([demo_host(demo_name)] if demo_name else []),
+        args.hosts or [],
+        args.demo,
+        args.host_dir or [],
+        listed + ([demo_host(args.demo_name)] if args.demo_name else []),
         {
-            "log_path": log,
-            "launch_file": launch,
-            "pid": pid,
-            "drafter_path": drafter,
-            "target_path": target,
-            "sglang_version": sglang_version,
+            "log_path": args.log,
+            "launch_file": args.launch,
+            "pid": args.pid,
+            "drafter_path": args.drafter,
+            "target_path": args.target,
+            "sglang_version": args.sglang_version,
         },
     )
-    if limit and not inventory:
+    if args.limit and not args.inventory:
         raise UsageError("--limit needs --inventory")
-    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key, connect_timeout)
+    return specs, listed
+
+
+def _check_reports(
+    args: _CheckArgs, specs: list[HostSpec], chosen: list[str] | None
+) -> list[HostReport]:
+    """Check every host (with the probe and bench when asked), a progress line per host."""
+    from dflash_doctor.pipeline import check_hosts
+    from dflash_doctor.probes.host import ProbeOptions
+    from dflash_doctor.render.progress import host_progress
+
+    ssh = _ssh(
+        args.identity,
+        args.known_hosts,
+        args.ssh_config,
+        args.accept_new_host_key,
+        args.connect_timeout,
+    )
     bench_options = (
-        _bench_options(bench_contexts, bench_concurrency, bench_max_new_tokens, yes=yes)
-        if bench
+        _bench_options(
+            args.bench_contexts, args.bench_concurrency, args.bench_max_new_tokens, yes=args.yes
+        )
+        if args.bench
         else None
     )
-    if bench and timeout == DEFAULT_HOST_TIMEOUT:
+    timeout = args.timeout
+    if args.bench and timeout == DEFAULT_HOST_TIMEOUT:
         timeout = BENCH_HOST_TIMEOUT  # a sweep takes minutes on a real server
     with host_progress(len(specs)) as done:
-        reports = check_hosts(
+        return check_hosts(
             specs,
             chosen,
             ssh=ssh,
-            jobs=jobs,
+            jobs=args.jobs,
             timeout=timeout,
             on_done=done,
-            probe=ProbeOptions(_lengths(probe_contexts), probe_window) if probe else None,
+            probe=ProbeOptions(_lengths(args.probe_contexts), args.probe_window)
+            if args.probe
+            else None,
             bench=bench_options,
         )
+
+
+def _check_hows(args: _CheckArgs, listed: list[HostSpec]) -> list[list[str] | None]:
+    """How each host was named, in _specs' order, to build its `fix` command."""
+    hows: list[list[str] | None] = [["-I", str(args.inventory), "--limit", s.name] for s in listed]
+    hows += [["--demo"] if args.demo_name == "seed" else None] if args.demo_name else []
+    hows += [["--demo"]] if args.demo else []
+    hows += [["--host-dir", str(d)] for d in args.host_dir or []]
+    hows += [[h] for h in args.hosts or []]
+    return hows
+
+
+def _note_next_steps(
+    args: _CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
+) -> None:
+    """Tell each host's report its next step: the pending relaunch, or the `fix` to run."""
     from dflash_doctor.fix.apply import describe_relaunch
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
     from dflash_doctor.transport.open import relaunch_refusal
 
-    # How each host was named, in _specs' order, to build its `fix` command.
-    hows: list[list[str] | None] = [["-I", str(inventory), "--limit", s.name] for s in listed]
-    hows += [["--demo"] if demo_name == "seed" else None] if demo_name else []
-    hows += [["--demo"]] if demo else []
-    hows += [["--host-dir", str(d)] for d in host_dir or []]
-    hows += [[h] for h in hosts or []]
     given = {
-        "--launch": launch,
-        "--drafter": drafter,
-        "--target": target,
-        "--sglang-version": sglang_version,
+        "--launch": args.launch,
+        "--drafter": args.drafter,
+        "--target": args.target,
+        "--sglang-version": args.sglang_version,
     }
-    for spec, how, host_report in zip(specs, hows, reports, strict=True):
+    for spec, how, host_report in zip(specs, _check_hows(args, listed), reports, strict=True):
         facts = host_report.facts
         pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
         if pending is not None:
@@ -439,22 +550,25 @@ def check(
                 spec.hints.launch_file,
                 None if facts is None else facts.launch_file.value or facts.launch.value,
             )
-    report = build_report(
+
+
+def _check_report(args: _CheckArgs, reports: list[HostReport]) -> Report:
+    from dflash_doctor.report import build_report
+
+    return build_report(
         reports,
-        fail_on=fail_on,
-        fail_on_skip=fail_on_skip,
+        fail_on=args.fail_on,
+        fail_on_skip=args.fail_on_skip,
         given=_given(
             {
-                "log": ("--log", log),
-                "launch": ("--launch", launch),
-                "drafter": ("--drafter", drafter),
+                "log": ("--log", args.log),
+                "launch": ("--launch", args.launch),
+                "drafter": ("--drafter", args.drafter),
             }
-            | {"target": ("--target", target)}
-            | ({"launch": ("--pid", str(pid))} if pid is not None else {})
+            | {"target": ("--target", args.target)}
+            | ({"launch": ("--pid", str(args.pid))} if args.pid is not None else {})
         ),
     )
-    _emit(report, None if fmt is Format.text else render_json(report), output)
-    raise typer.Exit(report.exit_code)
 
 
 @app.command()
@@ -487,23 +601,15 @@ def probe(
             "--agreement-tokens", min=16, help="draft tokens the top-1 agreement is measured over"
         ),
     ] = DEFAULT_AGREEMENT_TOKENS,
-    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    fmt: FormatOpt = Format.text,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
     ] = None,
-    identity: Annotated[
-        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
-    ] = None,
-    known_hosts: Annotated[
-        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
-    ] = None,
-    ssh_config: Annotated[
-        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-    ] = None,
-    accept_new_host_key: Annotated[
-        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
-    ] = False,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    ssh_config: SshConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
 ) -> None:
     """Probe served vs trained drafter attention on a host's GPU (CPU where none).
 
@@ -590,9 +696,7 @@ def gate(
     output: Annotated[
         Path | None, typer.Option("--output", help="write the --format report (json for text)")
     ] = None,
-    fail_on: Annotated[
-        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
-    ] = Severity.ERROR,
+    fail_on: FailOnOpt = Severity.ERROR,
     waivers: Annotated[
         Path | None,
         typer.Option("--waivers", help="waiver file (default .dflash-doctor.yaml, pyproject)"),
@@ -604,7 +708,7 @@ def gate(
         Path, typer.Option("--root", help="repository root for SARIF locations")
     ] = Path("."),
     select: Annotated[str | None, typer.Option("--select", help="check ids to run")] = None,
-    fail_on_skip: Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP_HELP)] = False,
+    fail_on_skip: FailOnSkipOpt = False,
 ) -> None:
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
 
@@ -670,14 +774,12 @@ def gate(
 
 @app.command()
 def fix(
-    hosts: Annotated[list[str] | None, typer.Argument(help="hosts: 'local' or SSH targets")] = None,
+    hosts: HostsArg = None,
     demo: Annotated[bool, typer.Option("--demo", help="plan the fix of the demo host")] = False,
     host_dir: Annotated[
         list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
     ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
-    ] = None,
+    inventory: InventoryOpt = None,
     limit: Annotated[
         str | None, typer.Option("--limit", help="inventory groups, labels or hosts to fix")
     ] = None,
@@ -687,8 +789,8 @@ def fix(
     offline: Annotated[
         bool, typer.Option("--offline", help="a launch file in a repository, no running server")
     ] = False,
-    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
+    drafter: DrafterOpt = None,
+    target: TargetOpt = None,
     sglang_version: Annotated[
         str | None,
         typer.Option(
@@ -705,25 +807,15 @@ def fix(
     health_timeout: Annotated[
         float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
     ] = 300.0,
-    identity: Annotated[
-        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
-    ] = None,
-    known_hosts: Annotated[
-        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
-    ] = None,
-    ssh_config: Annotated[
-        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-    ] = None,
-    accept_new_host_key: Annotated[
-        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
-    ] = False,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    ssh_config: SshConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     bench: Annotated[
         bool,
         typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
     ] = False,
-    bench_contexts: Annotated[
-        str | None, typer.Option("--bench-contexts", help="context lengths for --bench")
-    ] = None,
+    bench_contexts: BenchContextsOpt = None,
     bench_concurrency: Annotated[
         str | None, typer.Option("--bench-concurrency", help="concurrent requests for --bench")
     ] = None,
@@ -829,29 +921,21 @@ def bench_command(
     yes: Annotated[
         bool, typer.Option("--yes", help="load the server even if it serves traffic")
     ] = False,
-    fmt: Annotated[Format, typer.Option("--format", help="report format")] = Format.text,
+    fmt: FormatOpt = Format.text,
     output: Annotated[
         Path | None, typer.Option("--output", help="also write the JSON document here")
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="draw accept length vs context to a PNG")
     ] = None,
-    pid: Annotated[int | None, typer.Option("--pid", help="server process id")] = None,
+    pid: PidOpt = None,
     launch: Annotated[str | None, typer.Option("--launch", help="launch file on the host")] = None,
-    drafter: Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="target dir or repo")] = None,
-    identity: Annotated[
-        list[str] | None, typer.Option("--identity", "-i", help="SSH private key file")
-    ] = None,
-    known_hosts: Annotated[
-        str | None, typer.Option("--known-hosts", help="known_hosts file to verify host keys")
-    ] = None,
-    ssh_config: Annotated[
-        str | None, typer.Option("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-    ] = None,
-    accept_new_host_key: Annotated[
-        bool, typer.Option("--accept-new-host-key", help="trust and record unknown host keys")
-    ] = False,
+    drafter: DrafterOpt = None,
+    target: TargetOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    ssh_config: SshConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
 ) -> None:
     """Measure acceptance on the live server across the drafter's window and concurrency."""
     from rich.console import Console
