@@ -52,23 +52,22 @@ def arch_modules() -> dict[str, list[str]]:
 
 
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
+    """The settings the bundle script gathers `spec`'s host with, in one round trip."""
+    # A live host's settings: a recorded tree's transport puts its root over them, a Docker
+    # container's drops nvidia-smi (transport `bundle_settings`).
+    return {**_host_settings(spec), **_helper_settings(spec)}
+
+
+def _host_settings(spec: HostSpec) -> dict[str, Any]:
+    """Where to look on the host: its process, launch, models, environment, files."""
     # The finders' own settings, taken from where they are defined.
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
-    from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
     from dflash_doctor.facts.launch import _LAUNCHERS
-    from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
-    from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
     from dflash_doctor.finders.process import ENV_KEYS
-    from dflash_doctor.finders.server_api import HTTP_CLIENT_HEAD
-    from dflash_doctor.finders.version import VERSION_QUERY
     from dflash_doctor.redact import SECRET_WORDS
-    from dflash_doctor.shipped import script_source
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
-    from dflash_doctor.transport.prefetch import LIMITS
 
-    # A live host's settings: a recorded tree's transport puts its root over them, a Docker
-    # container's drops nvidia-smi (transport `bundle_settings`).
     return {
         "root": "/",
         "recorded": False,
@@ -89,6 +88,21 @@ def bundle_config(spec: HostSpec) -> dict[str, Any]:
         "site_files": list(SITE_FILES),
         "models_package": MODELS_PACKAGE,
         "arch_modules": arch_modules(),
+    }
+
+
+def _helper_settings(spec: HostSpec) -> dict[str, Any]:
+    """The commands and helper scripts the bundle runs there, with their limits."""
+    from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+    from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
+    from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
+    from dflash_doctor.finders.process import ENV_KEYS
+    from dflash_doctor.finders.server_api import HTTP_CLIENT_HEAD
+    from dflash_doctor.finders.version import VERSION_QUERY
+    from dflash_doctor.shipped import script_source
+    from dflash_doctor.transport.prefetch import LIMITS
+
+    return {
         "log_filter": {
             "script": LOG_FILTER_SCRIPT,
             "source": script_source(LOG_FILTER_SCRIPT),

@@ -64,6 +64,23 @@ def _rename(host: HostReport, name: str) -> None:
         host.facts.host = name
 
 
+def _merge_notes(
+    errors: list[str], hosts: list[HostReport], sources: list[ReportSource]
+) -> list[str]:
+    """The fleet report's notes: each unreadable file, an empty merge, mixed tool versions."""
+    notes = list(errors)
+    if not hosts:
+        notes.append("no report could be read: nothing was merged")
+    versions = Counter(s.tool_version for s in sources if s.error is None)
+    if len(versions) > 1:
+        # Another version's catalog judged those hosts: a check may be missing, not passing.
+        notes.append(
+            "reports from different dflash-doctor versions: "
+            + ", ".join(f"{v} ({n} file(s))" for v, n in sorted(versions.items(), key=str))
+        )
+    return notes
+
+
 def merge_reports(
     paths: list[Path],
     fail_on: Severity = Severity.ERROR,
@@ -108,16 +125,7 @@ def merge_reports(
             taken.add(name)
             hosts.append(HostReport(host=name, reachable=False, error=NO_REPORT))
     drift = drift_results(hosts)
-    notes = list(errors)
-    if not hosts:
-        notes.append("no report could be read: nothing was merged")
-    versions = Counter(s.tool_version for s in sources if s.error is None)
-    if len(versions) > 1:
-        # Another version's catalog judged those hosts: a check may be missing, not passing.
-        notes.append(
-            "reports from different dflash-doctor versions: "
-            + ", ".join(f"{v} ({n} file(s))" for v, n in sorted(versions.items(), key=str))
-        )
+    notes = _merge_notes(errors, hosts, sources)
     base = build_report(hosts, fail_on=fail_on, notes=notes)
     code = base.exit_code
     if (errors or not hosts) and code != EXIT_UNREACHABLE:

@@ -530,13 +530,9 @@ class Bundle:
             refs += self.model_refs(argv[start:])
         if servers:
             self.read("/proc/1/cgroup", self.limits["file"])  # this machine's own container
-        if cfg.get("launch_file"):
-            text = self.read(cfg["launch_file"], self.limits["file"])
-            if text is not None:
-                # Any shell, unit or compose spelling: split on quotes, `=` and blanks.
-                words = re.split(r"[\s\"'=\\]+", text.decode("utf-8", "replace"))
-                refs += self.model_refs(words)
-                pythons += [w for w in words if PYTHON.search(w)]
+        words = self.launch_file_words()
+        refs += self.model_refs(words)
+        pythons += [w for w in words if PYTHON.search(w)]
         hubs = []
         for env in envs:
             hubs += [h for h in self.hub_dirs(env) if h not in hubs]
@@ -545,13 +541,7 @@ class Bundle:
         for python in dict.fromkeys(p for p in [cfg.get("python"), *pythons] if p):
             if python.startswith("/"):
                 self.dist_info(python)
-        log = cfg.get("log_path")
-        if not log and servers:
-            for fd in (1, 2):
-                target = self.links.get(self.path(f"/proc/{servers[0][0]}/fd/{fd}"))
-                if isinstance(target, str) and target.startswith("/") and target[:5] != "/dev/":
-                    log = target
-                    break
+        log = self.server_log(servers[0][0] if servers else None)
         streamed = self.log(log) if log else False
         for argv in cfg.get("commands", []):
             self.run(argv, 10)
@@ -564,6 +554,27 @@ class Bundle:
         if server is not None and not cfg.get("recorded"):
             self.ask_server(*server)
         self.wait()
+
+    def launch_file_words(self) -> list[str]:
+        """The declared launch file's words (read and kept as an answer); none without one."""
+        if not self.cfg.get("launch_file"):
+            return []
+        text = self.read(self.cfg["launch_file"], self.limits["file"])
+        if text is None:
+            return []
+        # Any shell, unit or compose spelling: split on quotes, `=` and blanks.
+        return re.split(r"[\s\"'=\\]+", text.decode("utf-8", "replace"))
+
+    def server_log(self, pid: int | None) -> str | None:
+        """The declared log, else the server's stdout or stderr when that is a file."""
+        log: str | None = self.cfg.get("log_path")
+        if not log and pid is not None:
+            for fd in (1, 2):
+                target = self.links.get(self.path(f"/proc/{pid}/fd/{fd}"))
+                if isinstance(target, str) and target.startswith("/") and target[:5] != "/dev/":
+                    log = target
+                    break
+        return log
 
     # -- what gathering then asks the host's interpreters --------------------------------
 
