@@ -18,44 +18,33 @@ from typing import Any
 
 from dflash_doctor.errors import FactError, Refused
 from dflash_doctor.transport.base import CHUNK_BYTES, HostKind, Transport
+from dflash_doctor.transport.chroot import resolve_inside
 from dflash_doctor.transport.questions import proc_pids
 from dflash_doctor.transport.wrapped import Delegating
 
 # Recorded host trees keep command outputs here (`fixtures/README.md`).
 CAPTURE_DIR = "/_captured"
 GPU_CAPTURE = f"{CAPTURE_DIR}/nvidia-smi.csv"
-MAX_LINKS = 40
 MAX_CAPTURE_BYTES = 1 << 20
 
 
 def tree_path(root: str, host_path: str, *, follow: bool = True) -> str:
     """`host_path` resolved inside `root` (chroot semantics: no symlink or `..` leaves it).
     `follow=False` leaves a final symlink unresolved (to read the link itself)."""
-    parts = [p for p in host_path.split("/") if p not in ("", ".")]
-    done: list[str] = []
-    links = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = os.path.join(root, *done, part)
-        if (follow or parts) and os.path.islink(candidate):
-            links += 1
-            if links > MAX_LINKS:
-                raise FactError(f"{host_path}: too many levels of symbolic links")
-            try:
-                target = os.readlink(candidate)
-            except OSError:
-                done.append(part)
-                continue
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-            continue
-        done.append(part)
-    return os.path.join(root, *done)
+
+    def readlink(inside: str) -> str | None:
+        candidate = os.path.join(root, inside.lstrip("/"))
+        if not os.path.islink(candidate):
+            return None
+        try:
+            return os.readlink(candidate)
+        except OSError:
+            return None
+
+    parts = resolve_inside(host_path, readlink, follow=follow)
+    if parts is None:
+        raise FactError(f"{host_path}: too many levels of symbolic links")
+    return os.path.join(root, *parts)
 
 
 class RecordedTransport(Delegating):

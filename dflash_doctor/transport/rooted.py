@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 from dflash_doctor.errors import FileMissing, PermissionDenied, TransportError
 from dflash_doctor.transport.base import CHUNK_BYTES, NO_SUCH_FILE, PERMISSION_DENIED
+from dflash_doctor.transport.chroot import MAX_LINKS, resolve_inside
 
-MAX_LINKS = 40
 _DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -175,24 +175,12 @@ class RootedFiles:
 
     def real_path(self, path: str) -> str:
         """`path` with every link resolved inside the root (as the container sees it)."""
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        done: list[str] = []
-        links = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
+
+        def link(inside: str) -> str | None:
             try:
-                target = self.readlink("/" + "/".join([*done, part]))
+                return self.readlink(inside)
             except TransportError:
-                done.append(part)
-                continue
-            links += 1
-            if links > MAX_LINKS:
-                return path
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-        return "/" + "/".join(done)
+                return None
+
+        parts = resolve_inside(path, link)
+        return path if parts is None else "/" + "/".join(parts)
