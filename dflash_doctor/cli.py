@@ -40,6 +40,7 @@ from dflash_doctor.render.text import clean
 # models they do not use (tests/test_startup.py pins it).
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
+    from dflash_doctor.fix.report import FixReport
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.report import HostReport, Report
     from dflash_doctor.transport.ssh import SSHOptions
@@ -772,109 +773,176 @@ def gate(
     raise typer.Exit(report.exit_code)
 
 
+# `fix`'s own options.
+_FixHostDirOpt = Annotated[
+    list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
+]
+_FixLimitOpt = Annotated[
+    str | None, typer.Option("--limit", help="inventory groups, labels or hosts to fix")
+]
+_FixLaunchOpt = Annotated[
+    str | None, typer.Option("--launch", help="the launch file that starts the server")
+]
+_OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="a launch file in a repository, no running server")
+]
+_FixVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sglang-version", callback=_sglang_version, help="declare the host's SGLang version"
+    ),
+]
+_ApplyOpt = Annotated[
+    bool, typer.Option("--apply", help="back up, write, relaunch, verify, roll back on failure")
+]
+_FixYesOpt = Annotated[bool, typer.Option("--yes", help="do not ask before --apply")]
+_RollbackOpt = Annotated[
+    bool, typer.Option("--rollback", help="restore the last backup and relaunch")
+]
+_HealthTimeoutOpt = Annotated[
+    float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
+]
+_FixBenchOpt = Annotated[
+    bool,
+    typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
+]
+_FixBenchConcurrencyOpt = Annotated[
+    str | None, typer.Option("--bench-concurrency", help="concurrent requests for --bench")
+]
+_FixBenchTokensOpt = Annotated[
+    int, typer.Option("--bench-max-new-tokens", min=1, help="tokens generated per request")
+]
+_BenchThresholdOpt = Annotated[
+    float,
+    typer.Option(
+        "--bench-threshold",
+        min=0.0,
+        max=1.0,
+        help="largest loss of accept length beyond the window that keeps a fix",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class _FixArgs:
+    """`fix`'s command line as one value, for the phases the command runs in turn."""
+
+    hosts: list[str] | None
+    demo: bool
+    host_dir: list[Path] | None
+    inventory: Path | None
+    limit: str | None
+    launch: str | None
+    offline: bool
+    drafter: str | None
+    target: str | None
+    sglang_version: str | None
+    apply: bool
+    yes: bool
+    do_rollback: bool
+    health_timeout: float
+    identity: list[str] | None
+    known_hosts: str | None
+    ssh_config: str | None
+    accept_new_host_key: bool
+    bench: bool
+    bench_contexts: str | None
+    bench_concurrency: str | None
+    bench_max_new_tokens: int
+    bench_threshold: float
+
+
 @app.command()
 def fix(
     hosts: HostsArg = None,
     demo: Annotated[bool, typer.Option("--demo", help="plan the fix of the demo host")] = False,
-    host_dir: Annotated[
-        list[Path] | None, typer.Option("--host-dir", help="a recorded host tree")
-    ] = None,
+    host_dir: _FixHostDirOpt = None,
     inventory: InventoryOpt = None,
-    limit: Annotated[
-        str | None, typer.Option("--limit", help="inventory groups, labels or hosts to fix")
-    ] = None,
-    launch: Annotated[
-        str | None, typer.Option("--launch", help="the launch file that starts the server")
-    ] = None,
-    offline: Annotated[
-        bool, typer.Option("--offline", help="a launch file in a repository, no running server")
-    ] = False,
+    limit: _FixLimitOpt = None,
+    launch: _FixLaunchOpt = None,
+    offline: _OfflineOpt = False,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
-    sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version", callback=_sglang_version, help="declare the host's SGLang version"
-        ),
-    ] = None,
-    apply: Annotated[
-        bool, typer.Option("--apply", help="back up, write, relaunch, verify, roll back on failure")
-    ] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="do not ask before --apply")] = False,
-    do_rollback: Annotated[
-        bool, typer.Option("--rollback", help="restore the last backup and relaunch")
-    ] = False,
-    health_timeout: Annotated[
-        float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
-    ] = 300.0,
+    sglang_version: _FixVersionOpt = None,
+    apply: _ApplyOpt = False,
+    yes: _FixYesOpt = False,
+    do_rollback: _RollbackOpt = False,
+    health_timeout: _HealthTimeoutOpt = 300.0,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
     accept_new_host_key: AcceptNewHostKeyOpt = False,
-    bench: Annotated[
-        bool,
-        typer.Option("--bench", help="with --apply: bench before and after, keep only if it helps"),
-    ] = False,
+    bench: _FixBenchOpt = False,
     bench_contexts: BenchContextsOpt = None,
-    bench_concurrency: Annotated[
-        str | None, typer.Option("--bench-concurrency", help="concurrent requests for --bench")
-    ] = None,
-    bench_max_new_tokens: Annotated[
-        int, typer.Option("--bench-max-new-tokens", min=1, help="tokens generated per request")
-    ] = DEFAULT_MAX_NEW_TOKENS,
-    bench_threshold: Annotated[
-        float,
-        typer.Option(
-            "--bench-threshold",
-            min=0.0,
-            max=1.0,
-            help="largest loss of accept length beyond the window that keeps a fix",
-        ),
-    ] = 0.05,
+    bench_concurrency: _FixBenchConcurrencyOpt = None,
+    bench_max_new_tokens: _FixBenchTokensOpt = DEFAULT_MAX_NEW_TOKENS,
+    bench_threshold: _BenchThresholdOpt = 0.05,
 ) -> None:
     """Show the change to the launch definition as a diff; --apply carries it out safely."""
-    from rich.console import Console
-
+    # Taken first, before any other local: exactly the parameters above.
+    args = _FixArgs(**locals())
     from dflash_doctor.fix.report import fix_exit_code
-    from dflash_doctor.fix.session import fix_host
+
+    specs = _fix_specs(args)
+    if (apply or do_rollback) and not yes:
+        _confirm_change(len(specs))
+    raise typer.Exit(fix_exit_code(_fix_hosts(args, specs)))
+
+
+def _fix_specs(args: _FixArgs) -> list[HostSpec]:
+    """The hosts to fix; `--offline --launch FILE` alone names a file in a repository."""
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
-    from dflash_doctor.render.fix import render_fix
 
     overrides: dict[str, object] = {
-        "launch_file": launch,
-        "drafter_path": drafter,
-        "target_path": target,
-        "sglang_version": sglang_version,
+        "launch_file": args.launch,
+        "drafter_path": args.drafter,
+        "target_path": args.target,
+        "sglang_version": args.sglang_version,
     }
-    if offline:
+    if args.offline:
         overrides["offline"] = True
-    if offline and launch and not (hosts or demo or host_dir or inventory):
+    if (
+        args.offline
+        and args.launch
+        and not (args.hosts or args.demo or args.host_dir or args.inventory)
+    ):
         # A launch file in a repository: the gate's counterpart.
-        specs = [_override(HostSpec.of(launch), overrides)]
-    else:
-        specs = _specs(
-            hosts or [],
-            demo,
-            host_dir or [],
-            load_inventory(str(inventory)).select(limit) if inventory else [],
-            overrides,
-        )
-    if (apply or do_rollback) and not yes:
-        if not sys.stdin.isatty():
-            raise UsageError(
-                "--apply and --rollback change hosts: add --yes when not at a terminal"
-            )
-        if not typer.confirm(f"Change {len(specs)} host(s)?"):
-            raise typer.Exit(EXIT_USAGE)
-    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
+        return [_override(HostSpec.of(args.launch), overrides)]
+    return _specs(
+        args.hosts or [],
+        args.demo,
+        args.host_dir or [],
+        load_inventory(str(args.inventory)).select(args.limit) if args.inventory else [],
+        overrides,
+    )
+
+
+def _confirm_change(count: int) -> None:
+    """Ask before changing hosts; off a terminal, --yes is the only way to say yes."""
+    if not sys.stdin.isatty():
+        raise UsageError("--apply and --rollback change hosts: add --yes when not at a terminal")
+    if not typer.confirm(f"Change {count} host(s)?"):
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
+    """Plan (or apply, or roll back) each host in turn, printing each host's report."""
+    from rich.console import Console
+
+    from dflash_doctor.fix.session import fix_host
+    from dflash_doctor.render.fix import render_fix
+
+    ssh = _ssh(args.identity, args.known_hosts, args.ssh_config, args.accept_new_host_key)
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
     console = Console()
-    if bench and not apply:
+    if args.bench and not args.apply:
         raise UsageError("--bench measures a fix as it is applied: add --apply")
     bench_options = (
-        _bench_options(bench_contexts, bench_concurrency, bench_max_new_tokens, yes=yes)
-        if bench
+        _bench_options(
+            args.bench_contexts, args.bench_concurrency, args.bench_max_new_tokens, yes=args.yes
+        )
+        if args.bench
         else None
     )
     reports = []
@@ -882,17 +950,17 @@ def fix(
         report = fix_host(
             s,
             ssh,
-            apply=apply,
-            roll_back=do_rollback,
+            apply=args.apply,
+            roll_back=args.do_rollback,
             stamp=stamp,
-            health_timeout=health_timeout,
+            health_timeout=args.health_timeout,
             bench=bench_options,
-            bench_threshold=bench_threshold,
-            local_env=_local_env() if offline else None,
+            bench_threshold=args.bench_threshold,
+            local_env=_local_env() if args.offline else None,
         )
         render_fix(report, console)
         reports.append(report)
-    raise typer.Exit(fix_exit_code(reports))
+    return reports
 
 
 @app.command("bench")
