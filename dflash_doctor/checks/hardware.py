@@ -55,6 +55,12 @@ def _rule(
     return chosen
 
 
+def _logged(fields: dict[str, str], key: str) -> str | None:
+    """A logged server arg, None where the dump shows it unset (`None`, unquoted)."""
+    value = fields.get(key)
+    return None if value in (None, "None") else value
+
+
 def _backends(
     facts: HostFacts,
 ) -> tuple[str | None, str | None, str | None, int | None, list[Evidence]]:
@@ -77,9 +83,9 @@ def _backends(
     log = facts.log.value
     if log is not None and log.server_args is not None:
         fields = log.server_args_fields
-        base = fields.get("attention_backend")
-        prefill = fields.get("prefill_attention_backend") or base
-        decode = fields.get("decode_attention_backend") or base
+        base = _logged(fields, "attention_backend")
+        prefill = _logged(fields, "prefill_attention_backend") or base
+        decode = _logged(fields, "decode_attention_backend") or base
         page = fields.get("page_size")
         if TRTLLM in (prefill, decode):
             evidence.append(

@@ -81,7 +81,11 @@ SGLANG_FIELDS: dict[str, SGLangField] = {
     "tp_size": SGLangField("tp_size", "--tp-size", logged=True, compared=True),
     "tensor_parallel_size": SGLangField("tp_size", "--tp-size"),
     "kv_cache_dtype": SGLangField("kv_cache_dtype", "--kv-cache-dtype", logged=True, compared=True),
-    "pp_size": SGLangField("pp_size", "--pp-size"),
+    # pp_size and the per-phase backends are ServerArgs fields in every release (0.5.11
+    # server_args.py:390, 498-499; 0.5.14 server_args.py:856, 1348, 1355; 0.5.23
+    # arg_groups/fields/parallel.py:59, exec_.py:215, 235), so the logged dump names them:
+    # DFD124 and DFD123 read them on a host known only by its log (unset ones log as None).
+    "pp_size": SGLangField("pp_size", "--pp-size", logged=True),
     "pipeline_parallel_size": SGLangField("pp_size", "--pp-size"),
     "dp_size": SGLangField("dp_size", "--dp-size"),
     "data_parallel_size": SGLangField("dp_size", "--dp-size"),
@@ -89,10 +93,10 @@ SGLANG_FIELDS: dict[str, SGLangField] = {
     "enable_dp_attention": SGLangField("enable_dp_attention", "--enable-dp-attention"),
     "enable_dp_lm_head": SGLangField("enable_dp_lm_head", "--enable-dp-lm-head"),
     "prefill_attention_backend": SGLangField(
-        "prefill_attention_backend", "--prefill-attention-backend"
+        "prefill_attention_backend", "--prefill-attention-backend", logged=True
     ),
     "decode_attention_backend": SGLangField(
-        "decode_attention_backend", "--decode-attention-backend"
+        "decode_attention_backend", "--decode-attention-backend", logged=True
     ),
     "quantization": SGLangField("quantization", "--quantization"),
 }

@@ -12,6 +12,7 @@ from dflash_doctor.facts.log_patterns import pattern
 from dflash_doctor.facts.models import LogFacts
 from dflash_doctor.facts.server_log import scan_log
 from dflash_doctor.runner import run_check
+from tests.checks.test_catalog_checks import run
 from tests.conftest import host_facts, launch
 from tests.facts.test_log_patterns import render
 
@@ -167,3 +168,46 @@ def test_dfd122_layers_to_capture_texts_of_both_eras() -> None:
         (f,) = result("DFD152", log_of(*start(release), crash), release).findings
         assert "hidden states" in f.title
     assert result("DFD152", log_of(*start("0.5.23")), "0.5.23").status == "passed"
+
+
+# DFD124 / DFD123 on a host known only by its log ------------------------------------------
+
+
+def test_dfd124_reads_pp_size_from_the_logged_server_args() -> None:
+    """pp_size is a ServerArgs field in every release (0.5.11 server_args.py:390, 0.5.23
+    arg_groups/fields/parallel.py:59): the dump carries it, in both of its forms."""
+    for release, dump in (
+        ("0.5.13", "server_args=ServerArgs(speculative_algorithm='DFLASH', pp_size=2)"),
+        ("0.5.23", "server_args={'speculative_algorithm': 'DFLASH', 'pp_size': 2}"),
+    ):
+        r = result("DFD124", log_of(dump), release)
+        (f,) = r.findings
+        assert (
+            "pp_size=2" in f.title
+            and f.evidence[0].text == "server_args pp_size=2"
+            and f.evidence[0].kind == "log"
+        )
+    one = log_of("server_args={'speculative_algorithm': 'DFLASH', 'pp_size': 1}")
+    assert result("DFD124", one, "0.5.23").status == "passed"
+
+
+def test_dfd123_reads_the_phase_backends_from_the_log_and_none_is_unset() -> None:
+    """prefill/decode_attention_backend are ServerArgs fields (0.5.11 server_args.py:498-499);
+    an unset one logs as None and falls back to --attention-backend as SGLang does."""
+    a100 = ["NVIDIA A100-SXM4-80GB"]
+    split = log_of(
+        "server_args={'speculative_algorithm': 'DFLASH', 'attention_backend': 'fa3', "
+        "'prefill_attention_backend': 'trtllm_mha', 'decode_attention_backend': None, "
+        "'page_size': 64}"
+    )
+    (f,) = run("DFD123", log=split, version="0.5.23", gpus=a100).findings
+    assert f.title.startswith("trtllm_mha prefill")
+    base = log_of(
+        "server_args={'speculative_algorithm': 'DFLASH', 'attention_backend': 'trtllm_mha', "
+        "'prefill_attention_backend': None, 'decode_attention_backend': None, 'page_size': 64}"
+    )
+    titles = [
+        x.title.split(" cannot")[0]
+        for x in run("DFD123", log=base, version="0.5.23", gpus=a100).findings
+    ]
+    assert titles == ["trtllm_mha prefill", "trtllm_mha decode"]
