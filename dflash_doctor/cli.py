@@ -660,117 +660,169 @@ def probe(
     raise typer.Exit(0 if ok else 1)
 
 
+# `gate`'s own options.
+_GateLaunchArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="launch scripts, systemd units or compose files in the repository"),
+]
+_GateDrafterOpt = Annotated[
+    str | None, typer.Option("--drafter", help="drafter dir, config.json or HF repo id")
+]
+_GateTargetOpt = Annotated[
+    str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
+]
+_GateVersionOpt = Annotated[
+    str | None,
+    typer.Option("--sglang-version", callback=_sglang_version, help="the SGLang version to deploy"),
+]
+_ComposeServiceOpt = Annotated[
+    str | None, typer.Option("--compose-service", help="service of a compose file")
+]
+_GateHostOpt = Annotated[
+    str | None, typer.Option("--host", help="host name the waivers match (default: file)")
+]
+_LabelsOpt = Annotated[
+    str | None, typer.Option("--labels", help="comma-separated labels the waivers match")
+]
+_GateInventoryOpt = Annotated[
+    Path | None, typer.Option("--inventory", "-I", help="gate the inventory's hosts offline")
+]
+_GateLimitOpt = Annotated[str | None, typer.Option("--limit", help="inventory groups/labels/hosts")]
+_GateFormatOpt = Annotated[GateFormat, typer.Option("--format", help="report format")]
+_GateOutputOpt = Annotated[
+    Path | None, typer.Option("--output", help="write the --format report (json for text)")
+]
+_WaiversOpt = Annotated[
+    Path | None,
+    typer.Option("--waivers", help="waiver file (default .dflash-doctor.yaml, pyproject)"),
+]
+_BaselineOpt = Annotated[
+    Path | None, typer.Option("--baseline", help="earlier JSON report: fail on new findings")
+]
+_RootOpt = Annotated[Path, typer.Option("--root", help="repository root for SARIF locations")]
+_GateSelectOpt = Annotated[str | None, typer.Option("--select", help="check ids to run")]
+
+
+@dataclass(frozen=True)
+class _GateArgs:
+    """`gate`'s command line as one value, for the phases the command runs in turn."""
+
+    launch: list[str] | None
+    drafter: str | None
+    target: str | None
+    sglang_version: str | None
+    compose_service: str | None
+    host: str | None
+    labels: str | None
+    inventory: Path | None
+    limit: str | None
+    fmt: GateFormat
+    output: Path | None
+    fail_on: Severity
+    waivers: Path | None
+    baseline: Path | None
+    root: Path
+    select: str | None
+    fail_on_skip: bool
+
+
 @app.command()
 def gate(
-    launch: Annotated[
-        list[str] | None,
-        typer.Argument(help="launch scripts, systemd units or compose files in the repository"),
-    ] = None,
-    drafter: Annotated[
-        str | None, typer.Option("--drafter", help="drafter dir, config.json or HF repo id")
-    ] = None,
-    target: Annotated[
-        str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
-    ] = None,
-    sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version", callback=_sglang_version, help="the SGLang version to deploy"
-        ),
-    ] = None,
-    compose_service: Annotated[
-        str | None, typer.Option("--compose-service", help="service of a compose file")
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option("--host", help="host name the waivers match (default: file)")
-    ] = None,
-    labels: Annotated[
-        str | None, typer.Option("--labels", help="comma-separated labels the waivers match")
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option("--inventory", "-I", help="gate the inventory's hosts offline")
-    ] = None,
-    limit: Annotated[str | None, typer.Option("--limit", help="inventory groups/labels/hosts")] = (
-        None
-    ),
-    fmt: Annotated[GateFormat, typer.Option("--format", help="report format")] = GateFormat.text,
-    output: Annotated[
-        Path | None, typer.Option("--output", help="write the --format report (json for text)")
-    ] = None,
+    launch: _GateLaunchArg = None,
+    drafter: _GateDrafterOpt = None,
+    target: _GateTargetOpt = None,
+    sglang_version: _GateVersionOpt = None,
+    compose_service: _ComposeServiceOpt = None,
+    host: _GateHostOpt = None,
+    labels: _LabelsOpt = None,
+    inventory: _GateInventoryOpt = None,
+    limit: _GateLimitOpt = None,
+    fmt: _GateFormatOpt = GateFormat.text,
+    output: _GateOutputOpt = None,
     fail_on: FailOnOpt = Severity.ERROR,
-    waivers: Annotated[
-        Path | None,
-        typer.Option("--waivers", help="waiver file (default .dflash-doctor.yaml, pyproject)"),
-    ] = None,
-    baseline: Annotated[
-        Path | None, typer.Option("--baseline", help="earlier JSON report: fail on new findings")
-    ] = None,
-    root: Annotated[
-        Path, typer.Option("--root", help="repository root for SARIF locations")
-    ] = Path("."),
-    select: Annotated[str | None, typer.Option("--select", help="check ids to run")] = None,
+    waivers: _WaiversOpt = None,
+    baseline: _BaselineOpt = None,
+    root: _RootOpt = Path("."),
+    select: _GateSelectOpt = None,
     fail_on_skip: FailOnSkipOpt = False,
 ) -> None:
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
+    # Taken first, before any other local: exactly the parameters above.
+    args = _GateArgs(**locals())
+    chosen = _selection(select)
+    report = _gate_report(args, _gate_specs(args), chosen)
+    _emit(report, _gate_rendered(report, fmt, root), output)
+    raise typer.Exit(report.exit_code)
 
+
+def _gate_specs(args: _GateArgs) -> list[HostSpec]:
+    """The inventory's hosts made offline, then one host per launch file, in that order."""
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
-    from dflash_doctor.pipeline import check_hosts
-    from dflash_doctor.policy import apply_policy
-    from dflash_doctor.render.json_report import render_json
-    from dflash_doctor.render.junit import render_junit
-    from dflash_doctor.render.sarif import render_sarif
-    from dflash_doctor.report import build_report
 
-    chosen = _selection(select)
     overrides: dict[str, object] = {"offline": True}
     for key, value in (
-        ("drafter_path", drafter),
-        ("target_path", target),
-        ("sglang_version", sglang_version),
-        ("compose_service", compose_service),
+        ("drafter_path", args.drafter),
+        ("target_path", args.target),
+        ("sglang_version", args.sglang_version),
+        ("compose_service", args.compose_service),
     ):
         if value is not None:
             overrides[key] = value
     specs = [
         _override(s, overrides, clear=("address",))
-        for s in (load_inventory(str(inventory)).select(limit) if inventory else [])
+        for s in (load_inventory(str(args.inventory)).select(args.limit) if args.inventory else [])
     ]
-    for path in launch or []:
+    for path in args.launch or []:
         if not os.path.isfile(path):
             raise UsageError(f"{path}: no such launch file")
         given = {
             "launch_file": path,
-            "labels": [x.strip() for x in (labels or "").split(",") if x.strip()],
+            "labels": [x.strip() for x in (args.labels or "").split(",") if x.strip()],
             **overrides,
         }
-        specs.append(_override(HostSpec.of(host or path), given))
+        specs.append(_override(HostSpec.of(args.host or path), given))
     if not specs:
         raise UsageError("give launch files or --inventory")
+    return specs
+
+
+def _gate_report(args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None) -> Report:
+    """Check the files, then apply the waivers and the baseline (policy.py)."""
+    from dflash_doctor.pipeline import check_hosts
+    from dflash_doctor.policy import apply_policy
+    from dflash_doctor.report import build_report
+
     hosts, notes = apply_policy(
         # No host here: model names resolve in this machine's Hugging Face cache.
         check_hosts(specs, chosen, jobs=1, local_env=_local_env()),
         {s.name: s.labels for s in specs},
         today=date.today(),
-        waiver_file=str(waivers) if waivers else None,
-        search_dir=str(root),
-        baseline_file=str(baseline) if baseline is not None else None,
+        waiver_file=str(args.waivers) if args.waivers else None,
+        search_dir=str(args.root),
+        baseline_file=str(args.baseline) if args.baseline is not None else None,
     )
-    report = build_report(
+    return build_report(
         hosts,
-        fail_on=fail_on,
+        fail_on=args.fail_on,
         notes=notes,
-        fail_on_skip=fail_on_skip,
-        given=_given({"drafter": ("--drafter", drafter), "target": ("--target", target)}),
+        fail_on_skip=args.fail_on_skip,
+        given=_given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)}),
     )
+
+
+def _gate_rendered(report: Report, fmt: GateFormat, root: Path) -> str | None:
+    """The report in a machine format, or None for text (the terminal report)."""
+    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.junit import render_junit
+    from dflash_doctor.render.sarif import render_sarif
+
     renderers: dict[GateFormat, Callable[[], str]] = {
         GateFormat.json: lambda: render_json(report),
         GateFormat.sarif: lambda: render_sarif(report, str(root)),
         GateFormat.junit: lambda: render_junit(report),
     }
-    rendered = renderers[fmt]() if fmt in renderers else None
-    _emit(report, rendered, output)
-    raise typer.Exit(report.exit_code)
+    return renderers[fmt]() if fmt in renderers else None
 
 
 # `fix`'s own options.
