@@ -40,8 +40,10 @@ from dflash_doctor.render.text import clean
 # models they do not use (tests/test_startup.py pins it).
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
+    from dflash_doctor.facts.models import BenchResult
     from dflash_doctor.fix.report import FixReport
     from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.report import HostReport, Report
     from dflash_doctor.transport.ssh import SSHOptions
 
@@ -572,41 +574,50 @@ def _check_report(args: _CheckArgs, reports: list[HostReport]) -> Report:
     )
 
 
+# `probe`'s own options.
+_ProbeHostDirOpt = Annotated[
+    Path | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
+]
+_ContextsOpt = Annotated[
+    str | None, typer.Option("--contexts", help="comma-separated context lengths")
+]
+_WindowOpt = Annotated[
+    int | None, typer.Option("--window", help="probe this window instead of the config's")
+]
+_BudgetOpt = Annotated[int, typer.Option("--budget-mib", min=64, help="memory the probe may use")]
+_WeightsOpt = Annotated[
+    str, typer.Option("--weights", help="random, or real (the drafter's safetensors)")
+]
+_PythonOpt = Annotated[
+    str | None, typer.Option("--python", help="the Python on the host that has torch")
+]
+_AgreementOpt = Annotated[
+    int,
+    typer.Option(
+        "--agreement-tokens", min=16, help="draft tokens the top-1 agreement is measured over"
+    ),
+]
+_ProbePlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
+]
+
+
 @app.command()
 def probe(
     host: Annotated[str | None, typer.Argument(help="'local' or an SSH target")] = None,
     demo: Annotated[bool, typer.Option("--demo", help="probe the built-in demo host")] = False,
-    host_dir: Annotated[
-        Path | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
-    ] = None,
-    contexts: Annotated[
-        str | None, typer.Option("--contexts", help="comma-separated context lengths")
-    ] = None,
-    window: Annotated[
-        int | None, typer.Option("--window", help="probe this window instead of the config's")
-    ] = None,
-    budget_mib: Annotated[
-        int, typer.Option("--budget-mib", min=64, help="memory the probe may use")
-    ] = DEFAULT_BUDGET_MIB,
+    host_dir: _ProbeHostDirOpt = None,
+    contexts: _ContextsOpt = None,
+    window: _WindowOpt = None,
+    budget_mib: _BudgetOpt = DEFAULT_BUDGET_MIB,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="float32 or bfloat16")] = "float32",
-    weights: Annotated[
-        str, typer.Option("--weights", help="random, or real (the drafter's safetensors)")
-    ] = "random",
-    python: Annotated[
-        str | None, typer.Option("--python", help="the Python on the host that has torch")
-    ] = None,
-    agreement_tokens: Annotated[
-        int,
-        typer.Option(
-            "--agreement-tokens", min=16, help="draft tokens the top-1 agreement is measured over"
-        ),
-    ] = DEFAULT_AGREEMENT_TOKENS,
+    weights: _WeightsOpt = "random",
+    python: _PythonOpt = None,
+    agreement_tokens: _AgreementOpt = DEFAULT_AGREEMENT_TOKENS,
     fmt: FormatOpt = Format.text,
-    plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="also draw divergence and draft reads to a PNG (matplotlib)"),
-    ] = None,
+    plot: _ProbePlotOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -617,11 +628,8 @@ def probe(
     Exit 0 when the probe ran, 1 when it refused (GPU memory) or its self-check failed,
     2 when it could not run (no torch on the host, bad input).
     """
-    from rich.console import Console
-
-    from dflash_doctor.probes.host import ProbeOptions, probe_host
-    from dflash_doctor.render.probe import render_probe
-    from dflash_doctor.render.probe_plot import require_plot, write_plot
+    from dflash_doctor.probes.host import ProbeOptions
+    from dflash_doctor.render.probe_plot import require_plot
 
     if device not in ("auto", "cpu", "cuda") or dtype not in ("float32", "bfloat16"):
         raise UsageError("--device is auto, cpu or cuda; --dtype is float32 or bfloat16")
@@ -637,10 +645,23 @@ def probe(
     options = ProbeOptions(
         lengths, window, budget_mib, device, dtype, weights, python, agreement_tokens
     )
+    raise typer.Exit(_probe_one(specs[0], options, ssh, fmt, plot))
+
+
+def _probe_one(
+    spec: HostSpec, options: ProbeOptions, ssh: SSHOptions, fmt: Format, plot: Path | None
+) -> int:
+    """Probe one host, its progress on stderr, its result on stdout; the exit code."""
+    from rich.console import Console
+
+    from dflash_doctor.probes.host import probe_host
+    from dflash_doctor.render.probe import render_probe
+    from dflash_doctor.render.probe_plot import write_plot
+
     err = Console(stderr=True)
-    name = specs[0].name
+    name = spec.name
     result = probe_host(
-        specs[0],
+        spec,
         options,
         ssh=ssh,
         on_progress=lambda line: err.print(
@@ -657,7 +678,7 @@ def probe(
     ok = result.refused is None and (
         result.self_check is None or result.self_check.passed is not False
     )
-    raise typer.Exit(0 if ok else 1)
+    return 0 if ok else 1
 
 
 # `gate`'s own options.
@@ -1015,41 +1036,52 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
     return reports
 
 
+# `bench`'s own options.
+_BenchContextsOpt = Annotated[
+    str | None,
+    typer.Option("--contexts", help="context lengths (default 0.25x..8x the window)"),
+]
+_ConcurrencyOpt = Annotated[
+    str | None, typer.Option("--concurrency", help="concurrent requests (default 1,4,16)")
+]
+_MaxNewTokensOpt = Annotated[
+    int, typer.Option("--max-new-tokens", min=1, help="output tokens per request")
+]
+_TemperatureOpt = Annotated[
+    float | None,
+    typer.Option("--temperature", min=0.0, help="production temperature (greedy always runs)"),
+]
+_SeedOpt = Annotated[str, typer.Option("--seed", help="seed of the prompt token ids")]
+_MaxTotalTokensOpt = Annotated[
+    int, typer.Option("--max-total-tokens", min=1, help="refuse sweeps that send more")
+]
+_BenchYesOpt = Annotated[
+    bool, typer.Option("--yes", help="load the server even if it serves traffic")
+]
+_BenchOutputOpt = Annotated[
+    Path | None, typer.Option("--output", help="also write the JSON document here")
+]
+_BenchPlotOpt = Annotated[
+    Path | None, typer.Option("--plot", help="draw accept length vs context to a PNG")
+]
+_BenchLaunchOpt = Annotated[str | None, typer.Option("--launch", help="launch file on the host")]
+
+
 @app.command("bench")
 def bench_command(
     host: Annotated[str, typer.Argument(help="'local' or an SSH target")],
-    contexts: Annotated[
-        str | None,
-        typer.Option("--contexts", help="context lengths (default 0.25x..8x the window)"),
-    ] = None,
-    concurrency: Annotated[
-        str | None, typer.Option("--concurrency", help="concurrent requests (default 1,4,16)")
-    ] = None,
-    max_new_tokens: Annotated[
-        int, typer.Option("--max-new-tokens", min=1, help="output tokens per request")
-    ] = DEFAULT_MAX_NEW_TOKENS,
-    temperature: Annotated[
-        float | None,
-        typer.Option("--temperature", min=0.0, help="production temperature (greedy always runs)"),
-    ] = None,
-    seed: Annotated[str, typer.Option("--seed", help="seed of the prompt token ids")] = (
-        DEFAULT_SEED
-    ),
-    max_total_tokens: Annotated[
-        int, typer.Option("--max-total-tokens", min=1, help="refuse sweeps that send more")
-    ] = DEFAULT_MAX_TOTAL_TOKENS,
-    yes: Annotated[
-        bool, typer.Option("--yes", help="load the server even if it serves traffic")
-    ] = False,
+    contexts: _BenchContextsOpt = None,
+    concurrency: _ConcurrencyOpt = None,
+    max_new_tokens: _MaxNewTokensOpt = DEFAULT_MAX_NEW_TOKENS,
+    temperature: _TemperatureOpt = None,
+    seed: _SeedOpt = DEFAULT_SEED,
+    max_total_tokens: _MaxTotalTokensOpt = DEFAULT_MAX_TOTAL_TOKENS,
+    yes: _BenchYesOpt = False,
     fmt: FormatOpt = Format.text,
-    output: Annotated[
-        Path | None, typer.Option("--output", help="also write the JSON document here")
-    ] = None,
-    plot: Annotated[
-        Path | None, typer.Option("--plot", help="draw accept length vs context to a PNG")
-    ] = None,
+    output: _BenchOutputOpt = None,
+    plot: _BenchPlotOpt = None,
     pid: PidOpt = None,
-    launch: Annotated[str | None, typer.Option("--launch", help="launch file on the host")] = None,
+    launch: _BenchLaunchOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
     identity: IdentityOpt = None,
@@ -1058,12 +1090,7 @@ def bench_command(
     accept_new_host_key: AcceptNewHostKeyOpt = False,
 ) -> None:
     """Measure acceptance on the live server across the drafter's window and concurrency."""
-    from rich.console import Console
-
-    from dflash_doctor.bench.run import bench_host
-    from dflash_doctor.pipeline import open_transport
-    from dflash_doctor.render.bench import cell_progress, render_bench, render_bench_json
-    from dflash_doctor.render.bench_plot import require_matplotlib, write_bench_plot
+    from dflash_doctor.render.bench_plot import require_matplotlib
 
     if plot is not None:
         require_matplotlib()  # before the sweep, not after it
@@ -1077,17 +1104,41 @@ def bench_command(
         [],
         {"pid": pid, "launch_file": launch, "drafter_path": drafter, "target_path": target},
     )
+    ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
+    result = _bench_live(spec, ssh, options)
+    _show_bench(result, spec.name, fmt, output, plot)
+    failed = [c for c in result.cells if c.accept_length is None]
+    raise typer.Exit(1 if failed else 0)
+
+
+def _bench_live(spec: HostSpec, ssh: SSHOptions, options: BenchOptions) -> BenchResult:
+    """Sweep the host's live server; an unreachable host exits with its own code."""
+    from rich.console import Console
+
+    from dflash_doctor.bench.run import bench_host
+    from dflash_doctor.pipeline import open_transport
+    from dflash_doctor.render.bench import cell_progress
+
     try:
-        transport = open_transport(
-            spec, _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
-        )
+        transport = open_transport(spec, ssh)
         try:
-            result = bench_host(spec, transport, options, progress=cell_progress)
+            return bench_host(spec, transport, options, progress=cell_progress)
         finally:
             transport.close()
     except HostUnreachable as e:
         Console(stderr=True).print(f"dflash-doctor: unreachable: {e}", markup=False)
         raise typer.Exit(EXIT_UNREACHABLE) from None
+
+
+def _show_bench(
+    result: BenchResult, name: str, fmt: Format, output: Path | None, plot: Path | None
+) -> None:
+    """The JSON document to --output, the report to stdout, the curve to --plot."""
+    from rich.console import Console
+
+    from dflash_doctor.render.bench import render_bench, render_bench_json
+    from dflash_doctor.render.bench_plot import write_bench_plot
+
     document = render_bench_json(result)
     if output is not None:
         try:
@@ -1099,9 +1150,7 @@ def bench_command(
     else:
         render_bench(result, Console())
     if plot is not None:
-        write_bench_plot(result, str(plot), f"{spec.name} bench")
-    failed = [c for c in result.cells if c.accept_length is None]
-    raise typer.Exit(1 if failed else 0)
+        write_bench_plot(result, str(plot), f"{name} bench")
 
 
 @app.command("checks")
