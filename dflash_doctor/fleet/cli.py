@@ -9,11 +9,14 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from dflash_doctor.defaults import Severity
+
+if TYPE_CHECKING:
+    from dflash_doctor.fleet.merge import FleetReport
 
 report_app = typer.Typer(
     no_args_is_help=True,
@@ -36,36 +39,43 @@ def _report() -> None:
     """Work with saved JSON reports: merge a fleet's per-host reports into one."""
 
 
+# `merge`'s options, declared here so the command reads as its list of flags.
+_ReportsArg = Annotated[
+    list[Path],
+    typer.Argument(help="JSON reports of `check`/`gate --format json` (one per host)"),
+]
+_FormatOpt = Annotated[MergeFormat, typer.Option("--format", help="fleet report format")]
+_FailOnOpt = Annotated[
+    Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
+]
+_OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", help="write the --format report here (JSON for text)"),
+]
+_NameFromFileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--name-from-file",
+        help="name each single-host report's host after its file (HOST.json -> HOST)",
+    ),
+]
+_MissingOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--missing",
+        help="a host expected in the fleet without a report (reported unreachable, exit 3)",
+    ),
+]
+
+
 @report_app.command("merge")
 def merge(
-    reports: Annotated[
-        list[Path],
-        typer.Argument(help="JSON reports of `check`/`gate --format json` (one per host)"),
-    ],
-    fmt: Annotated[
-        MergeFormat, typer.Option("--format", help="fleet report format")
-    ] = MergeFormat.text,
-    fail_on: Annotated[
-        Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
-    ] = Severity.ERROR,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", help="write the --format report here (JSON for text)"),
-    ] = None,
-    name_from_file: Annotated[
-        bool,
-        typer.Option(
-            "--name-from-file",
-            help="name each single-host report's host after its file (HOST.json -> HOST)",
-        ),
-    ] = False,
-    missing: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--missing",
-            help="a host expected in the fleet without a report (reported unreachable, exit 3)",
-        ),
-    ] = None,
+    reports: _ReportsArg,
+    fmt: _FormatOpt = MergeFormat.text,
+    fail_on: _FailOnOpt = Severity.ERROR,
+    output: _OutputOpt = None,
+    name_from_file: _NameFromFileOpt = False,
+    missing: _MissingOpt = None,
 ) -> None:
     """Merge per-host JSON reports into one fleet report with a drift view (DFD170).
 
@@ -74,13 +84,7 @@ def merge(
     """
     from rich.console import Console
 
-    from dflash_doctor.errors import UsageError
     from dflash_doctor.fleet.merge import merge_reports
-    from dflash_doctor.fleet.render import (
-        render_fleet_junit,
-        render_fleet_sarif,
-        render_fleet_terminal,
-    )
     from dflash_doctor.render.text import clean
 
     err = Console(stderr=True)
@@ -91,6 +95,21 @@ def merge(
     report = merge_reports(
         reports, fail_on, name_from_file=name_from_file, on_error=say, missing=missing
     )
+    _emit_fleet(report, fmt, output)
+    raise typer.Exit(report.exit_code)
+
+
+def _emit_fleet(report: FleetReport, fmt: MergeFormat, output: Path | None) -> None:
+    """Where the fleet report goes: the rule of `check` and `gate` (cli._emit)."""
+    from rich.console import Console
+
+    from dflash_doctor.errors import UsageError
+    from dflash_doctor.fleet.render import (
+        render_fleet_junit,
+        render_fleet_sarif,
+        render_fleet_terminal,
+    )
+
     json_text = report.model_dump_json(indent=2) + "\n"
     machine = {
         MergeFormat.text: None,
@@ -98,7 +117,6 @@ def merge(
         MergeFormat.sarif: render_fleet_sarif(report) if fmt is MergeFormat.sarif else None,
         MergeFormat.junit: render_fleet_junit(report) if fmt is MergeFormat.junit else None,
     }[fmt]
-    # Where the report goes: the rule of `check` and `gate` (cli._emit).
     if output is not None:
         try:
             output.write_text(machine or json_text, encoding="utf-8")
@@ -110,4 +128,3 @@ def merge(
         sys.stdout.write(machine)
     else:
         render_fleet_terminal(report, Console(stderr=True))
-    raise typer.Exit(report.exit_code)
