@@ -74,9 +74,11 @@ def server(user: pwd.struct_passwd) -> Iterator[int]:
             "m",
         ]
     )
-    deadline = time.monotonic() + 60  # until setpriv has exec'd the interpreter (load)
+    # Until setpriv has exec'd the interpreter (load): setpriv's own argv already names
+    # sglang.launch_server, and during the exec the cmdline reads empty, so wait for argv[0].
+    deadline = time.monotonic() + 60
     cmdline = Path(f"/proc/{proc.pid}/cmdline")
-    while b"sglang.launch_server" not in cmdline.read_bytes():
+    while cmdline.read_bytes().split(b"\0")[0] != SYSTEM_PYTHON.encode():
         assert time.monotonic() < deadline, "the stand-in process did not start"
         time.sleep(0.05)
     try:
