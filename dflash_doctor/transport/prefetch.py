@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Self
+from typing import Any
 
 from dflash_doctor.errors import FileMissing, HostUnreachable, PermissionDenied, TransportError
 from dflash_doctor.shipped import script_source
@@ -38,6 +38,7 @@ from dflash_doctor.transport.base import (
     Transport,
 )
 from dflash_doctor.transport.questions import pgrep_or_proc
+from dflash_doctor.transport.wrapped import Delegating
 
 BUNDLE_SCRIPT = "transport/bundle_script.py"
 BUNDLE_VERSION = 1
@@ -170,18 +171,13 @@ class _Miss(Exception):
     """The bundle does not know: ask the host."""
 
 
-class PrefetchTransport:
-    """A Transport whose reads are answered from one bundle where it can, else by `inner`."""
+class PrefetchTransport(Delegating):
+    """A Transport whose reads are answered from one bundle where it can, else by `inner`
+    (Delegating hands it every host question the bundle does not answer)."""
 
     def __init__(self, inner: Transport, config: dict[str, Any], *, timeout: float = 600.0):
-        self.inner = inner
-        self.host = inner.host
-        self.remote = inner.remote
+        super().__init__(inner)
         self.kind = inner.kind
-        self.relaunch_refused = inner.relaunch_refused
-        self.live_refused = inner.live_refused
-        self.log_refused = inner.log_refused
-        self.gpu_source = inner.gpu_source
         self.config = config
         self.timeout = timeout
         self.hits = 0
@@ -329,22 +325,6 @@ class PrefetchTransport:
         self._answers = Answers(error="dropped after a write")
         self.inner.write_file(path, data, mode=mode)
 
-    def close(self) -> None:
-        self.inner.close()
-
-    # The host questions the bundle does not answer go to the host itself.
-    def real_path(self, path: str) -> str:
-        return self.inner.real_path(path)
-
-    def make_dir(self, path: str) -> None:
-        self.inner.make_dir(path)
-
-    def remove_dir(self, path: str) -> None:
-        self.inner.remove_dir(path)
-
-    def free_bytes(self, path: str) -> int | None:
-        return self.inner.free_bytes(path)
-
     # Asked through `run` and `list_dir` here, so that the bundle answers them.
     def process_ids(self) -> list[int]:
         return pgrep_or_proc(self)
@@ -363,20 +343,8 @@ class PrefetchTransport:
             )
         return _unpack(got["out"])
 
-    def command_path(self, path: str) -> str:
-        return self.inner.command_path(path)
-
     def prefetched(self, config: dict[str, Any]) -> Transport:
         return self
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.inner.runtime_log(tail_lines=tail_lines, since=since)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __getattr__(self, name: str) -> Any:
         # Anything beyond the Transport interface (an SSH client, its options) is inner's.
