@@ -200,6 +200,66 @@ SPEC: tuple[Spec, ...] = (
         meaning="A quantized target lm_head is served with DFLASH only at tp=1 (0.5.18+).",
         workaround="serve with --tp-size 1 or an unquantized lm_head",
     ),
+    # Start-up refusals after parsing (issue 21): ValueErrors SGLang raises from its
+    # post-parse hooks and while building the draft model; checks/startup_refusals.py (DFD111)
+    # predicts each from the launch and the configs, and quotes these texts.
+    Spec(
+        "crash_sliding_window_required",
+        "crash",
+        "DFLASH sliding_attention layers require config.sliding_window.",
+        meaning="The drafter marks layers sliding_attention but its transformers config class leaves no sliding_window (0.5.14+ builds sliding layers from it).",
+        workaround="set use_sliding_window: true (Qwen3Config drops sliding_window without it) or an explicit sliding_window in the drafter's config.json",
+    ),
+    Spec(
+        "crash_window_positive_0511",
+        "crash",
+        "DFLASH requires --speculative-dflash-draft-window-size to be positive",
+        meaning="The draft window is zero or negative (0.5.11 spelling).",
+        workaround="set the draft window to the drafter's trained sliding_window, or remove the flag",
+    ),
+    Spec(
+        "crash_window_positive",
+        "crash",
+        "--speculative-draft-window-size must be positive",
+        meaning="The draft window is zero or negative.",
+        workaround="set the draft window to the drafter's trained sliding_window, or remove the flag",
+    ),
+    Spec(
+        "crash_window_below_block",
+        "crash",
+        "--speculative-num-draft-tokens (block_size)",
+        meaning="The draft window is smaller than the DFlash block size (--speculative-num-draft-tokens, else the drafter's block_size, else 16).",
+        workaround="raise the draft window to at least the block size, or remove the flag",
+    ),
+    Spec(
+        "crash_sink_without_window",
+        "crash",
+        "--speculative-draft-sink-size requires --speculative-draft-window-size.",
+        meaning="A draft sink size is set without a draft window (0.5.21+).",
+        workaround="remove --speculative-draft-sink-size, or set --speculative-draft-window-size too",
+    ),
+    Spec(
+        "crash_block_size_positive",
+        "crash",
+        "DFLASH requires --speculative-dflash-block-size to be positive",
+        meaning="--speculative-dflash-block-size is zero or negative.",
+        workaround="set --speculative-num-draft-tokens to the drafter's block_size and drop --speculative-dflash-block-size",
+    ),
+    Spec(
+        "crash_block_size_flags_differ",
+        "crash",
+        "but they differ. For DFLASH they must match.",
+        meaning="--speculative-num-draft-tokens and its alias --speculative-dflash-block-size are both set, to different values.",
+        workaround="keep one of the two flags, at the drafter's block_size",
+    ),
+    Spec(
+        "crash_target_hidden_mismatch",
+        "crash",
+        "DFLASH target_hidden feature dim mismatch.",
+        ("srt/models/dflash.py",),
+        meaning="The target's captured hidden states do not have the width the drafter's fc layer expects: the drafter was built for another target (hidden size or captured layer count).",
+        workaround="serve the drafter trained for this target model",
+    ),
     Spec(
         "crash_draft_oom",
         "crash",

@@ -6,7 +6,7 @@ from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import sglang_args_start
-from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.sglang_options import release_for, renamed_option
 from dflash_doctor.sglang_versions import WINDOW_FLAGS
 
@@ -26,6 +26,11 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     **Why it hurts.** `sglang.launch_server` exits at startup with `unrecognized arguments`
     or a usage error: a relaunch from this launch file leaves the host without a server.
 
+    A value that does not convert to the option's type (`--speculative-num-draft-tokens
+    sixteen`) is argparse's `invalid int value` error in every release (the DFlash size
+    options are `type=int`: 0.5.11 `srt/server_args.py:5405`, 0.5.23
+    `arg_groups/arg_utils.py:417`), reported even where no parser of the release is known.
+
     **Example.** `--bogus-flag` on any release: `sglang serve: error: unrecognized
     arguments: --bogus-flag`; a command without `--model-path`: `the following arguments
     are required: --model-path`.
@@ -44,6 +49,8 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     assert launch is not None
     if launch.parser == "fallback":
+        if launch.value_errors:
+            return [_value_error_finding(launch)]
         raise Skip("no parser of the host's SGLang release (neither importable nor in the data)")
     # Window spellings are DFD104's, renamed or removed options DFD140's (with a rewrite).
     release = release_for(launch.parser_version)[0] if launch.parser_version else None
@@ -84,3 +91,18 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
             or [Fix(action="manual", note=f"correct the command: {reason}")],
         )
     ]
+
+
+def _value_error_finding(launch: LaunchArgs) -> Finding:
+    """Values argparse refuses to convert, where no parser of the release could be replayed:
+    every release declares the DFlash size options `type=int`, so the error is the same."""
+    reason = "; ".join(launch.value_errors)
+    flags = [e.split(":", 1)[0].removeprefix("argument ") for e in launch.value_errors]
+    return sglang_rejects_launch.finding(
+        title="SGLang rejects the launch command",
+        message=f"SGLang's argparse refuses the command at start-up: error: {reason}.",
+        evidence=[
+            flag_evidence(launch, f, e) for f, e in zip(flags, launch.value_errors, strict=True)
+        ],
+        fixes=[Fix(action="manual", note=f"correct the command: {reason}")],
+    )

@@ -45,6 +45,19 @@ class FlagSpec:
     switch: bool = False  # store_true: present or not, takes no value
 
 
+def sglang_int(text: str) -> int:
+    """SGLang's `type=int` for the DFlash size flags (every release: 0.5.11
+    srt/server_args.py:5405-5422, 0.5.23 arg_groups/arg_utils.py:417): zero and negative
+    values parse, and SGLang's post-parse hooks refuse them (checks/startup_refusals.py).
+    ASCII digits with an optional sign and a sane length only: `int` takes '²'-like digits
+    and 4,300-digit numbers."""
+    body = text.strip()
+    digits = body[1:] if body[:1] in "+-" else body
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+        raise ValueError(text)
+    return int(body)
+
+
 def _positive_int(text: str) -> int:
     # ASCII digits only, a sane length: `int` takes '²'-like digits and 4,300-digit numbers.
     if not (text.isascii() and text.strip().isdigit() and len(text.strip()) <= 18):
@@ -77,10 +90,12 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(
         ("--speculative-draft-model-path", "--speculative-draft-model"), "draft_model_path", str
     ),
-    FlagSpec(("--speculative-num-draft-tokens",), "num_draft_tokens", _positive_int),
-    FlagSpec(("--speculative-dflash-block-size",), "dflash_block_size", _positive_int),
-    FlagSpec((NEW_WINDOW_FLAG,), "new_window", _positive_int),
-    FlagSpec((OLD_WINDOW_FLAG,), "old_window", _positive_int),
+    FlagSpec(("--speculative-num-draft-tokens",), "num_draft_tokens", sglang_int),
+    FlagSpec(("--speculative-dflash-block-size",), "dflash_block_size", sglang_int),
+    FlagSpec((NEW_WINDOW_FLAG,), "new_window", sglang_int),
+    FlagSpec((OLD_WINDOW_FLAG,), "old_window", sglang_int),
+    # 0.5.21+ (arg_groups/arg_utils.py:417); refused without a window (startup_refusals.py)
+    FlagSpec(("--speculative-draft-sink-size",), "draft_sink_size", sglang_int),
     FlagSpec(("--attention-backend",), "attention_backend", str),
     FlagSpec(("--speculative-draft-attention-backend",), "draft_attention_backend", str),
     FlagSpec(("--page-size",), "page_size", _positive_int),
@@ -145,9 +160,14 @@ def _python_of(argv: list[str], start: int) -> str | None:
     return None
 
 
-def _flag_values(ns: argparse.Namespace, lost: Sequence[str]) -> dict[str, object]:
-    """The DFlash flags' typed values by dest; one holding an unexpanded variable is left out."""
+def _flag_values(
+    ns: argparse.Namespace, lost: Sequence[str]
+) -> tuple[dict[str, object], list[str]]:
+    """The DFlash flags' typed values by dest, and argparse's error for each value that does
+    not convert (the value is then left out: SGLang refuses the command, DFD110 says so).
+    A value holding an unexpanded variable is left out too, unknown offline."""
     values: dict[str, object] = {}
+    errors: list[str] = []
     for spec in FLAG_SPECS:
         raw = getattr(ns, spec.dest)
         if raw is None:
@@ -157,10 +177,11 @@ def _flag_values(ns: argparse.Namespace, lost: Sequence[str]) -> dict[str, objec
         try:
             values[spec.dest] = spec.kind(raw)
         except (ValueError, argparse.ArgumentTypeError):
-            raise FactError(
-                f"{spec.flags[0]} expects a number (positive), got {str(raw)[:40]!r}"
-            ) from None
-    return values
+            # argparse's own text for a failed `type=` conversion (argparse._get_values).
+            name = getattr(spec.kind, "__name__", "value")
+            kind = "int" if spec.kind in (sglang_int, _positive_int) else name
+            errors.append(f"argument {spec.flags[0]}: invalid {kind} value: {str(raw)[:40]!r}")
+    return values, errors
 
 
 def _lost_notes(server_argv: list[str], lost: Sequence[str]) -> list[str]:
@@ -196,7 +217,7 @@ def parse_argv(
     parser_notes = list(notes)
     server_argv = argv[start:]
     ns, unknown = _fallback_parser().parse_known_args(server_argv)
-    values = _flag_values(ns, lost)
+    values, value_errors = _flag_values(ns, lost)
     present = [a.split("=", 1)[0] for a in server_argv if a.split("=", 1)[0] in FLAG_BY_NAME]
     window_flag: str | None = None
     window: object = None
@@ -224,6 +245,7 @@ def parse_argv(
         command_lines=command_lines,
         python=_python_of(argv, start),
         parser_notes=parser_notes,
+        value_errors=value_errors,
         **values,
     )
 

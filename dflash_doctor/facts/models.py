@@ -146,6 +146,7 @@ class LaunchArgs(BaseModel):
     dflash_block_size: int | None = None
     draft_window_size: int | None = None
     draft_window_flag: str | None = None
+    draft_sink_size: int | None = None
     attention_backend: str | None = None
     draft_attention_backend: str | None = None
     page_size: int | None = None
@@ -161,6 +162,9 @@ class LaunchArgs(BaseModel):
     unknown_args: list[str] = Field(default_factory=list)
     accepted_window_flags: list[str] | None = None
     sglang_rejects: str | None = None
+    # Set by the fallback parser: argparse's error for each DFlash flag value that does not
+    # convert to its type (`invalid int value: 'sixteen'`); that value is left unset.
+    value_errors: list[str] = Field(default_factory=list)
     # Set by the fallback parser: flags it does not model, left for SGLang to judge.
     other_flags: list[str] = Field(default_factory=list)
     flag_lines: dict[str, int] = Field(default_factory=dict)

@@ -59,6 +59,10 @@ SGLANG_FIELDS: dict[str, SGLangField] = {
     "speculative_dflash_draft_window_size": SGLangField(
         None, "--speculative-dflash-draft-window-size", logged=True
     ),
+    # 0.5.21+ (arg_groups/arg_utils.py:417); refused without a window (startup_refusals.py).
+    "speculative_draft_sink_size": SGLangField(
+        "draft_sink_size", "--speculative-draft-sink-size", logged=True
+    ),
     "page_size": SGLangField("page_size", "--page-size", logged=True, compared=True),
     "attention_backend": SGLangField(
         "attention_backend", "--attention-backend", logged=True, compared=True
