@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
     config_evidence,
     drafter,
@@ -25,8 +26,9 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
 
     **What it finds.** `--speculative-num-draft-tokens` (or its DFlash alias
     `--speculative-dflash-block-size`) differs from the drafter's `block_size`
-    (`dflash_config.block_size`, else the top-level `block_size`); or the two flags are both
-    given with different values. SGLang logs `DFLASH block size mismatch: using
+    (`dflash_config.block_size`, else the top-level `block_size`). The two flags given with
+    different values, and a block size of zero or less, are start-up refusals (DFD111),
+    not judged here. SGLang logs `DFLASH block size mismatch: using
     speculative_num_draft_tokens=N but draft config block_size=M.` and carries on.
 
     **Why it hurts.** A block diffusion drafter denoises a fixed-size block. Verifying more
@@ -57,10 +59,9 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     log = facts.log.value
     trained = cfg.block_size
-    findings = _alias_conflict(launch) if launch is not None else []
+    require_starts(facts)
+    findings: list[Finding] = []
     if trained is None:
-        if findings:
-            return findings
         raise Skip("drafter config declares no block_size")
     used, flag, evidence = _served_block(launch, log)
     if used is None or used == trained:
@@ -99,39 +100,6 @@ def block_size_mismatch(facts: HostFacts) -> list[Finding]:
         )
     )
     return findings
-
-
-def _alias_conflict(launch: LaunchArgs) -> list[Finding]:
-    """The error finding when both block-size flags are given with different values."""
-    if not (
-        launch.num_draft_tokens
-        and launch.dflash_block_size
-        and launch.num_draft_tokens != launch.dflash_block_size
-    ):
-        return []
-    return [
-        block_size_mismatch.finding(
-            severity=Severity.ERROR,
-            title="Two block-size flags disagree",
-            message=(
-                f"--speculative-num-draft-tokens {launch.num_draft_tokens} and its alias "
-                f"--speculative-dflash-block-size {launch.dflash_block_size} disagree."
-            ),
-            evidence=[
-                flag_evidence(
-                    launch,
-                    "--speculative-num-draft-tokens",
-                    f"--speculative-num-draft-tokens {launch.num_draft_tokens}",
-                ),
-                flag_evidence(
-                    launch,
-                    "--speculative-dflash-block-size",
-                    f"--speculative-dflash-block-size {launch.dflash_block_size}",
-                ),
-            ],
-            fixes=[Fix(action="remove_flag", flag="--speculative-dflash-block-size")],
-        )
-    ]
 
 
 def _served_block(

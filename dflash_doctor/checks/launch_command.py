@@ -28,8 +28,8 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
 
     A value that does not convert to the option's type (`--speculative-num-draft-tokens
     sixteen`) is argparse's `invalid int value` error in every release (the DFlash size
-    options are `type=int`: 0.5.11 `srt/server_args.py:5405`, 0.5.23
-    `arg_groups/arg_utils.py:417`), reported even where no parser of the release is known.
+    options are `type=int`: `srt/server_args.py` 0.5.11:5405, `arg_groups/arg_utils.py`
+    0.5.23:417), reported even where no parser of the release is known.
 
     **Example.** `--bogus-flag` on any release: `sglang serve: error: unrecognized
     arguments: --bogus-flag`; a command without `--model-path`: `the following arguments

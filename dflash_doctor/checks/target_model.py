@@ -18,7 +18,10 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
     drafter's `hidden_size` differs from the target's.
 
     **Why it hurts.** Out-of-range layer ids fail at load or, worse, tap the wrong layers;
-    a drafter for a different target proposes tokens the target rarely accepts.
+    a drafter for a different target proposes tokens the target rarely accepts. Hidden
+    sizes that differ do not run at all: the drafter's `fc` projects
+    `len(target_layer_ids) x hidden_size` features and SGLang raises `DFLASH target_hidden
+    feature dim mismatch.` as soon as the draft model runs on the target's hidden states.
 
     **Example.** z-lab's Qwen3-4B-DFlash-b16 (hidden size 2560)
     served beside Qwen3-8B (hidden size 4096): the hidden sizes differ.
@@ -31,8 +34,10 @@ def drafter_target_mismatch(facts: HostFacts) -> list[Finding]:
 
     **Versions.** Every release 0.5.11-0.5.23: SGLang refuses a layer id outside the
     target (`DFLASH target_layer_ids contains an out-of-range layer id.`,
-    `speculative/dflash_utils.py` 0.5.11:307, 0.5.23:582); a hidden-size or layer-count
-    mismatch is not checked by SGLang and only costs acceptance.
+    `speculative/dflash_utils.py` 0.5.11:307, 0.5.23:582); a hidden-size mismatch raises in
+    `project_target_hidden` (`models/dflash.py` 0.5.11:298-300, 0.5.23:833-835; a crash signature
+    DFD152 knows in a log); a layer-count mismatch is not checked by SGLang and only costs
+    acceptance.
     """
     require_dflash(facts)
     cfg = drafter(facts)
@@ -87,7 +92,9 @@ def _mismatches(cfg: DrafterConfig, target: TargetConfig) -> list[tuple[str, str
         found.append(
             (
                 "Drafter and target hidden sizes differ",
-                f"Drafter hidden_size={cfg.hidden_size}, target hidden_size={target.hidden_size}.",
+                f"Drafter hidden_size={cfg.hidden_size}, target hidden_size={target.hidden_size}: "
+                "SGLang raises `DFLASH target_hidden feature dim mismatch.` as soon as the "
+                "draft model runs (models/dflash.py project_target_hidden).",
                 config_evidence(cfg, "hidden_size", f"hidden_size={cfg.hidden_size}"),
             )
         )

@@ -31,6 +31,15 @@ def version_facts(facts: HostFacts) -> VersionFacts | None:
     return facts_for(parsed) if parsed else None
 
 
+def startup_release(facts: HostFacts) -> str | None:
+    """The SGLang release a (re)start from this launch runs: the installed one whose parser
+    read the launch (native or replayed), else the installed or declared version."""
+    launch = facts.launch.value
+    if launch is not None and launch.parser_version:
+        return launch.parser_version
+    return facts.sglang_version.value
+
+
 def version_evidence(facts: HostFacts) -> Evidence:
     return Evidence(
         kind="version",
@@ -306,8 +315,9 @@ def span_model(facts: HostFacts, cfg: DrafterConfig, flag: int | None = None) ->
         raise Skip(f"SGLang behaviour unknown (no readable source, version: {why})")
     if cfg.layer_types_source == "unknown":
         raise Skip(
-            f"drafter layer types unknown: no layer_types and model_type "
-            f"{cfg.model_type!r} is not one whose derivation is modelled (qwen3, gpt_oss)"
+            f"drafter layer types unknown: no layer_types, and model_type {cfg.model_type!r} "
+            "derives them in a way not modelled (qwen3 and gpt_oss are) or is unknown to "
+            "transformers"
         )
     state = window_state(facts)
     if not state.known:

@@ -12,6 +12,7 @@ Retired ids (never reused): DFD101 and DFD108, see `checks/retired.py`.
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
     behaviour_evidence,
     context_length,
@@ -103,6 +104,7 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     window = cfg.effective_sliding_window
     if not cfg.sliding_layers or window is None:
         raise Skip("drafter has no sliding_attention layers")
+    require_starts(facts)
     model = span_model(facts, cfg)
     wider = model.with_verdict("wider")
     if not wider:
@@ -210,6 +212,7 @@ def window_differs(facts: HostFacts) -> list[Finding]:
     window = cfg.effective_sliding_window
     if window is None or not cfg.sliding_layers:
         raise Skip("drafter has no sliding window")
+    require_starts(facts)
     model = span_model(facts, cfg)
     truncated = model.with_verdict("truncated")
     if not truncated or model.window_flag is None:
@@ -286,6 +289,7 @@ def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
+    require_starts(facts)
     model = span_model(facts, cfg)
     clamped = model.with_verdict("clamped")
     if not clamped or model.window_flag is None:

@@ -68,6 +68,9 @@ MARKS = (b"DFLASH", b"speculative_algorithm")
 STARTUP_MARKS = (
     b"the DFlash2 selector falls back",
     b"Overriding the draft model's max_position_embeddings",
+    # Start-up refusals that do not say DFLASH (crash signatures: window, sink, block size;
+    # arg_groups/speculative_hook.py 0.5.23:206, 229, 431).
+    b"--speculative-draft-",
 )
 # The start-up dump: `server_args=ServerArgs(...)` (0.5.11-0.5.18) or a dict (0.5.19+),
 # srt/entrypoints/engine.py (0.5.11:188, 0.5.19:265, 0.5.23:311).

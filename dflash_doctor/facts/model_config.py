@@ -13,6 +13,7 @@ from typing import Any
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import DrafterConfig, TargetConfig
+from dflash_doctor.facts.transformers_defaults import class_defaults
 
 # Config files are a few KiB; anything far larger is not a model config.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
@@ -155,7 +156,11 @@ CONTEXT_LENGTH_KEYS = (
 
 
 def context_length_of(obj: dict[str, Any]) -> tuple[int, str] | None:
-    """The context length SGLang derives from a (text) config, and the key it came from."""
+    """The context length SGLang derives from a (text) config, and the key it came from.
+
+    SGLang reads the attributes of transformers' config object, so an absent
+    `max_position_embeddings` is the class default (Qwen3Config 32768, LlamaConfig 2048:
+    data/transformers_defaults.json), named `<class> default`."""
     scaling = obj.get("rope_scaling")
     factor: float = 1
     if isinstance(scaling, dict) and scaling:
@@ -167,6 +172,11 @@ def context_length_of(obj: dict[str, Any]) -> tuple[int, str] | None:
         value = _int(obj, key)
         if value is not None:
             return int(factor * value), key
+    model_type = obj.get("model_type")
+    cls = class_defaults(model_type if isinstance(model_type, str) else None)
+    if cls is not None and cls.max_position_embeddings is not None:
+        where = f"max_position_embeddings ({cls.model_type} config class default, {cls.site})"
+        return int(factor * cls.max_position_embeddings), where
     return None
 
 
@@ -285,8 +295,14 @@ def _drafter_layer_types(
         elif model_type == "gpt_oss":
             source = "gpt_oss"
             layer_types = derive_gpt_oss_layer_types(num_layers)
+        elif (cls := class_defaults(model_type)) is not None and not cls.derives_layer_types:
+            # The class has no layer_types: SGLang gets None and builds every layer full
+            # (models/dflash.py 0.5.14:47-49, 0.5.23:169-171; 0.5.11-0.5.13 always full).
+            source = "class_default"
+            layer_types = ["full_attention"] * num_layers
         else:
-            # transformers' class for this model_type is not modelled: say so, never guess.
+            # A class that derives layer_types in a way not modelled here, or a model_type
+            # transformers does not know: say so, never guess.
             source = "unknown"
             layer_types = []
     elif len(layer_types) != num_layers:
@@ -362,6 +378,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         layer_types_source=source,
         sliding_window_resolved=window if window is not None and window > 0 else None,
         sliding_window_source=window_source,
+        sliding_window_unset=window is None,
         swa_window_size=swa,
         num_target_layers_key=ntl_key,
         is_causal=obj.get("is_causal") is True,

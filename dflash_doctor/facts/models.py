@@ -57,7 +57,8 @@ class DrafterConfig(BaseModel):
     num_target_layers: int | None = None
     key_lines: dict[str, int] = Field(default_factory=dict)
     # How the layer types were decided: "config" (layer_types in the file), "qwen3" or
-    # "gpt_oss" (derived as that transformers config class does), "unknown" (absent, and
+    # "gpt_oss" (derived as that transformers config class does), "class_default" (the
+    # class has no layer_types, so SGLang builds every layer full), "unknown" (absent, and
     # the model_type's derivation is not known: no guess is made, layer_types is empty).
     layer_types_source: str = "config"
     # The window SGLang reads for sliding layers after transformers resolved the config
@@ -65,6 +66,9 @@ class DrafterConfig(BaseModel):
     # the key it came from. Set by the parser; None/None on a hand-built config.
     sliding_window_resolved: int | None = None
     sliding_window_source: str | None = None
+    # True when that resolved sliding_window is None: SGLang 0.5.14+ then refuses sliding
+    # layers (`DFLASH sliding_attention layers require config.sliding_window.`).
+    sliding_window_unset: bool = False
     swa_window_size: int | None = None
     # `is_causal: true` in the drafter's config: SGLang keeps trtllm_mha for such a draft
     # (arg_groups/speculative_hook.py 0.5.17:480).

@@ -151,9 +151,15 @@ def test_dfd120_the_logged_override_proves_it() -> None:
     assert run("DFD120", drafter=cfg, log=fits).status == "skipped"  # nothing says what runs
 
 
-def test_dfd120_skips_without_a_context_key() -> None:
+def test_dfd120_without_a_context_key_uses_the_config_class_default() -> None:
+    """Qwen3Config.max_position_embeddings = 32768 (transformers 5.6.0-5.19.0
+    models/qwen3/configuration_qwen3.py:70): SGLang's get_context_length reads it."""
     cfg = drafter_cfg(QWEN8B_DRAFTER, max_position_embeddings=None)
     r = run("DFD120", drafter=cfg, launch_args=launch("--context-length", "131072"))
+    assert r.status == "failed", r.reason
+    assert "32768" in r.findings[0].message + str(r.findings[0].evidence)
+    unknown = drafter_cfg(QWEN8B_DRAFTER, max_position_embeddings=None, model_type="no_such")
+    r = run("DFD120", drafter=unknown, launch_args=launch("--context-length", "131072"))
     assert r.status == "skipped" and "transformers' default" in (r.reason or "")
 
 

@@ -56,16 +56,14 @@ def test_dfd105_from_log_mismatch_line() -> None:
     assert any(e.kind == "log" and e.line == 5 for e in r.findings[0].evidence)
 
 
-def test_dfd105_alias_flags_disagree_is_error() -> None:
-    r = result(
-        "DFD105",
-        drafter=drafter_cfg(QWEN8B_DRAFTER),
-        launch_args=launch(
-            "--speculative-num-draft-tokens", "16", "--speculative-dflash-block-size", "8"
-        ),
-    )
-    assert r.findings[0].severity is Severity.ERROR
-    assert r.findings[0].fixes[0].action == "remove_flag"
+def test_alias_flags_that_disagree_are_a_startup_refusal_not_dfd105s() -> None:
+    """SGLang raises on them (DFD111); DFD105 judges block sizes of a server that starts."""
+    args = launch("--speculative-num-draft-tokens", "16", "--speculative-dflash-block-size", "8")
+    r = result("DFD105", drafter=drafter_cfg(QWEN8B_DRAFTER), launch_args=args)
+    assert r.status == "skipped" and "DFD111" in (r.reason or "")
+    refused = result("DFD111", drafter=drafter_cfg(QWEN8B_DRAFTER), launch_args=args)
+    assert refused.findings[0].severity is Severity.ERROR
+    assert refused.findings[0].fixes[0].action == "remove_flag"
 
 
 def test_dfd105_passes_when_equal_or_inferred() -> None:

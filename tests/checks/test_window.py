@@ -192,11 +192,35 @@ def test_dfd103_host_code_beats_the_version(kimi) -> None:  # type: ignore[no-un
     assert "the host's SGLang source /venv/sglang/srt/models/dflash.py" in r.findings[0].message
 
 
-def test_dfd103_skips_unknown_model_type_without_layer_types() -> None:
+def test_a_class_without_layer_types_is_judged_all_full() -> None:
+    """LlamaConfig has no layer_types (transformers 5.6.0-5.19.0
+    models/llama/configuration_llama.py): SGLang gets None and builds every layer full
+    (models/dflash.py 0.5.14:47-49, 0.5.23:169-171), so a window clamps them all (DFD130)."""
     cfg = drafter_cfg(layer_types=None, model_type="llama")
+    assert cfg.layer_types_source == "class_default"
+    assert cfg.layer_types == ["full_attention"] * cfg.num_hidden_layers
+    r = result("DFD130", drafter=cfg, launch_args=launch("--speculative-draft-window-size", "2048"))
+    assert r.status == "failed", r.reason
+    assert "0-5" in r.findings[0].title
+    assert result("DFD130", drafter=cfg, launch_args=launch()).status == "passed"
+
+
+def test_a_class_that_derives_layer_types_unmodelled_is_skipped() -> None:
+    """Qwen2Config derives layer_types (its own rule, not modelled): say so, never guess."""
+    cfg = drafter_cfg(layer_types=None, model_type="qwen2")
     assert cfg.layer_types_source == "unknown"
-    r = result("DFD130", drafter=cfg, launch_args=launch("--speculative-draft-window-size", "8"))
+    r = result("DFD130", drafter=cfg, launch_args=launch("--speculative-draft-window-size", "2048"))
     assert r.status == "skipped" and "layer types unknown" in (r.reason or "")
+
+
+def test_drafter_context_length_is_the_config_class_default() -> None:
+    """SGLang's get_context_length reads the config object: Qwen3Config's
+    max_position_embeddings defaults to 32768 (transformers 5.6.0-5.19.0
+    models/qwen3/configuration_qwen3.py:70), LlamaConfig's to 2048."""
+    qwen = drafter_cfg(max_position_embeddings=None)
+    assert qwen.context_length == 32768
+    assert "qwen3 config class default" in (qwen.context_length_key or "")
+    assert drafter_cfg(max_position_embeddings=None, model_type="llama").context_length == 2048
 
 
 def test_window_checks_skip_non_dflash(kimi) -> None:  # type: ignore[no-untyped-def]

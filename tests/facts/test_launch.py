@@ -64,7 +64,6 @@ def test_sglang_serve_form() -> None:
     ("data", "message"),
     [
         (b"#!/bin/sh\necho hello\n", "no sglang.launch_server"),
-        (b"python -m sglang.launch_server --page-size abc\n", "expects a number"),
         (b"python -m sglang.launch_server --model-path 'unterminated\n", "cannot split"),
         (b"python -m sglang.launch_server\x00\x01", "binary"),
         (b"\xff\xfe python -m sglang.launch_server", "not UTF-8"),
@@ -74,6 +73,17 @@ def test_sglang_serve_form() -> None:
 def test_hostile_scripts(data: bytes, message: str) -> None:
     with pytest.raises(FactError, match=message):
         parse_script(data, source="s")
+
+
+def test_a_value_argparse_cannot_convert_is_its_error_not_a_fact_error() -> None:
+    """SGLang declares these options type=int (0.5.23 arg_groups/arg_utils.py:417): argparse
+    refuses `abc` with its own text; every other value is still read."""
+    args = parse_script(
+        b"python -m sglang.launch_server --page-size abc --speculative-num-draft-tokens 0\n",
+        source="s",
+    )
+    assert args.value_errors == ["argument --page-size: invalid int value: 'abc'"]
+    assert args.page_size is None and args.num_draft_tokens == 0
 
 
 def test_hostile_cmdline() -> None:

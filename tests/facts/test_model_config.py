@@ -146,8 +146,18 @@ def test_qwen3_defaults_as_qwen3config() -> None:
 
 
 def test_unknown_model_type_is_not_guessed() -> None:
+    """Qwen2Config derives layer_types by a rule not modelled; `no_such` is no class."""
+    for model_type in ("qwen2", "no_such"):
+        cfg = parse_drafter_config(_cfg(model_type=model_type, sliding_window=512), "c.json")
+        assert cfg.layer_types_source == "unknown" and cfg.layer_types == []
+
+
+def test_a_class_without_layer_types_serves_every_layer_full() -> None:
+    """LlamaConfig has no layer_types: SGLang's get_dflash_layer_types returns None and every
+    layer is built full (models/dflash.py 0.5.14:47-49, 0.5.23:169-171)."""
     cfg = parse_drafter_config(_cfg(model_type="llama", sliding_window=512), "c.json")
-    assert cfg.layer_types_source == "unknown" and cfg.layer_types == []
+    assert cfg.layer_types_source == "class_default"
+    assert set(cfg.layer_types) == {"full_attention"} and cfg.sliding_layers == []
 
 
 def test_num_target_layers_and_block_size_read_in_dflash_config_first() -> None:
