@@ -191,5 +191,9 @@ def _live(t: Transport, spec: HostSpec, facts: HostFacts, pid: int | None) -> No
     facts.runtime = find_runtime(t, spec.name, launch, pid, spec.fix.health_url)
     running = facts.runtime.value.version if facts.runtime.value is not None else None
     if running and parse_version(running) is not None:
-        # The running server's own answer beats a declaration or an installed package.
+        # The running server's own answer beats a declaration or an installed package; an
+        # installed release that differs (upgraded, not restarted) is kept apart: DFD112.
+        installed = facts.sglang_version
+        if installed.value is not None and parse_version(installed.value) != parse_version(running):
+            facts.installed_version = installed
         facts.sglang_version = Fact[str].of(running, source="/server_info version")

@@ -18,6 +18,7 @@ from dflash_doctor.checks import (
     startup_refusals,
     target_model,
     topology,
+    version_drift,
     window,
 )
 from dflash_doctor.checks.base import REGISTRY, Check
@@ -42,6 +43,7 @@ __all__ = [
     "startup_refusals",
     "target_model",
     "topology",
+    "version_drift",
     "window",
 ]
 

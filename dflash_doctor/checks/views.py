@@ -16,6 +16,7 @@ from dflash_doctor.sglang_versions import (
     LAYER_TYPES_SINCE,
     NEW_WINDOW_FLAG,
     OLD_WINDOW_FLAG,
+    Version,
     VersionFacts,
     facts_for,
     format_version,
@@ -252,9 +253,30 @@ def probe_evidence(
     return [Evidence(kind="derived", text=text)], impact
 
 
+def running_drift(facts: HostFacts) -> tuple[Version, str] | None:
+    """(running release, installed version text) when the live server runs another SGLang
+    than the one installed; None when they agree or either is unknown."""
+    installed = facts.installed_version.value
+    running = parse_version(facts.sglang_version.value or "")
+    if installed is None or running is None or parse_version(installed) == running:
+        return None
+    return running, installed
+
+
 def behaviour(facts: HostFacts) -> Behaviour | None:
     """Does the host's SGLang build draft layers from layer_types? Its own code decides
     where it could be read; else the version table; None when neither is known."""
+    drift = running_drift(facts)
+    if drift is not None:
+        # The installed files and parser describe the next start, not the running server.
+        running, installed = drift
+        nf = facts_for(running)
+        return Behaviour(
+            nf.drafter_honours_layer_types,
+            f"version table: SGLang {nf.label} as the running server reports it "
+            f"(/server_info; SGLang {installed} is installed but not running; layer_types "
+            f"honoured from {format_version(LAYER_TYPES_SINCE)})",
+        )
     code = facts.sglang_code.value
     if code is not None:
         where = f"{code.path}:{code.line}" if code.line else code.path

@@ -342,6 +342,10 @@ class HostFacts(BaseModel):
     bench: Fact[BenchResult] = Field(default_factory=lambda: Fact[BenchResult]())
     # The server process the launch was read from; absent when none was found or asked.
     server: Fact[ServerProcess] = Field(default_factory=lambda: Fact[ServerProcess]())
+    # The installed SGLang (dist-info, the host's own parser) where it differs from the
+    # release the live server reports (`sglang_version` then holds the running one): an
+    # upgrade installed but not restarted. Absent when they agree or nothing runs.
+    installed_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
 
     def server_pid(self) -> int | None:
         """The pid of the server process the facts came from, or None."""

@@ -6,7 +6,8 @@ with the launch files and model configs it names, or a recorded host tree (`host
 for checks that need what only a host shows (its log, GPUs, the server's environment).
 The case runs through the command a user types, with `--select ID --format json`:
 Checks on what the running server answers over HTTP (`/server_info`) have a third kind:
-`live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags, may
+`live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags (from a
+venv holding `sglang-X.dist-info` when it names an `installed_version`), may
 change its state through `/set_internal_state`, and runs `check local --pid PID` on it.
 `fires` must report the check failed with a finding of that id, `clean` must report it
 passed: not skipped, since a skipped check proves nothing about being clean.
@@ -59,6 +60,18 @@ def answers(url: str, body: bytes | None = None) -> bool:
         return False
 
 
+def installed_python(venv: Path, version: str) -> str:
+    """A real venv whose site-packages holds `sglang-VERSION.dist-info`, as after a `pip
+    install` of that release: the server started from it runs the stand-in of the
+    `sglang_version` it was started as, so the installed and the running release differ."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    info = site / f"sglang-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    return str(venv / "bin" / "python3")
+
+
 @contextlib.contextmanager
 def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
     """Start the stand-in server a `live.yaml` describes; yield the `check` arguments for it."""
@@ -69,9 +82,12 @@ def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
         "PYTHONPATH": str(FAKE_SGLANG),
         "FAKE_SGLANG_VERSION": str(spec["sglang_version"]),
     }
+    python = sys.executable
+    if "installed_version" in spec:
+        python = installed_python(log.parent / "venv", str(spec["installed_version"]))
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "sglang.launch_server", *filled(spec["serve"], case, port)],
+            [python, "-m", "sglang.launch_server", *filled(spec["serve"], case, port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -167,3 +183,17 @@ def test_no_fixture_folder_outlives_its_check() -> None:
     for folder in folders:
         extra = {p.name for p in (CASES_ROOT / folder).iterdir()} - set(KINDS)
         assert not extra, f"fixtures/checks/{folder}: unexpected {sorted(extra)}"
+
+
+def test_the_running_release_judges_the_window_not_the_installed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 4, end to end: the stand-in runs 0.5.13 (every draft layer full:
+    models/dflash.py 0.5.13:116-122) while 0.5.14 (honours layer_types, 0.5.14:44-66) is
+    installed beside its Python. The sliding drafter is served wider than trained now, so
+    DFD103 fires, judged by the running release; DFD112 names the drift."""
+    checked = run_case("DFD103", CASES_ROOT / "DFD112" / "fires", tmp_path, monkeypatch)
+    assert checked["status"] == "failed", checked["reason"]
+    (finding,) = checked["findings"]
+    assert "as the running server reports it" in finding["message"], finding["message"]
+    assert "0.5.14 is installed but not running" in finding["message"]
