@@ -226,7 +226,7 @@ def parse_argv(
         name = a.split("=", 1)[0]
         if name in (NEW_WINDOW_FLAG, OLD_WINDOW_FLAG):
             window_flag = name
-            window = values["new_window" if name == NEW_WINDOW_FLAG else "old_window"]
+            window = values.get("new_window" if name == NEW_WINDOW_FLAG else "old_window")
     values.pop("new_window", None)
     values.pop("old_window", None)
     # The fallback models only DFlash flags: the rest are SGLang's to judge, not unknown.

@@ -86,6 +86,18 @@ def test_a_value_argparse_cannot_convert_is_its_error_not_a_fact_error() -> None
     assert args.page_size is None and args.num_draft_tokens == 0
 
 
+def test_an_unknown_window_variable_is_named_not_a_crash() -> None:
+    """`"$WINDOW"` set nowhere in the file: unknown offline (the caller's environment may
+    set it), said in the notes; the window stays unknown and nothing else is lost."""
+    args = parse_script(
+        b'W=$1\npython -m sglang.launch_server --speculative-draft-window-size "$WINDOW" '
+        b"--page-size 64\n",
+        source="s",
+    )
+    assert args.draft_window_size is None and args.page_size == 64
+    assert any("${WINDOW}" in n for n in args.parser_notes), args.parser_notes
+
+
 def test_hostile_cmdline() -> None:
     with pytest.raises(FactError, match="empty"):
         parse_cmdline(b"", source="p")
