@@ -32,7 +32,7 @@ OLD_ALIAS_REMOVED = (0, 5, 20)
 # 0.5.11-0.5.13 build every drafter layer with full attention.
 LAYER_TYPES_SINCE = (0, 5, 14)
 # --speculative-draft-kv-cache-dtype (the draft pool's own KV dtype; choices auto, fp8_e5m2,
-# fp8_e4m3, bf16, bfloat16): server_args.py 0.5.18:2187-2200, arg_groups/fields/spec.py
+# fp8_e4m3, bf16, bfloat16): srt/server_args.py 0.5.18:2187-2200, arg_groups/fields/spec.py
 # 0.5.23:151-164. Its help: "The draft pool is allocated with one slot per target token ...
 # Setting fp8_e4m3 halves the draft pool; ... raise --mem-fraction-static".
 DRAFT_KV_DTYPE_FLAG = "--speculative-draft-kv-cache-dtype"
