@@ -36,7 +36,8 @@ LAYER_TYPES_SINCE = (0, 5, 14)
 # --speculative-draft-kv-cache-dtype (the draft pool's own KV dtype; choices auto, fp8_e5m2,
 # fp8_e4m3, bf16, bfloat16): srt/server_args.py 0.5.18:2187-2200, arg_groups/fields/spec.py
 # 0.5.23:151-164. Its help: "The draft pool is allocated with one slot per target token ...
-# Setting fp8_e4m3 halves the draft pool; ... raise --mem-fraction-static".
+# Setting fp8_e4m3 halves the draft pool; ... raise --mem-fraction-static" (stale: the pool is
+# sized with the draft at that dtype, see DFD131).
 DRAFT_KV_DTYPE_FLAG = "--speculative-draft-kv-cache-dtype"
 DRAFT_KV_DTYPE_SINCE = (0, 5, 18)
 # The KV budget prices the draft by its own geometry and dtype from 0.5.18

@@ -385,6 +385,33 @@ def test_dfd125_dp_size_one_turns_dp_attention_off() -> None:
     )
 
 
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_dfd140_and_dfd125_agree_on_enable_dp_attention(version: str) -> None:
+    """0.5.22 deprecates --enable-dp-attention for --attn-dp-size (srt/server_args.py
+    0.5.22:417-423) and resolves it to attn_dp_size first (parallel_hook.py 0.5.22:39-61,
+    pipeline.py 0.5.22:42-45), so DFLASH's refusal (speculative_hook.py 0.5.22:295-300)
+    holds in either spelling: DFD140 must not advise the rename DFD125 says is refused.
+    On 0.5.23 DP attention is allowed (with --enable-dp-lm-head): the rename stands."""
+    args = launch(*DP)
+    (renamed,) = run("DFD140", launch_args=args, version=version).findings
+    dp = run("DFD125", launch_args=args, version=version).findings
+    if version == "0.5.22":
+        # SGLang's own warning is quoted; the doctor's advice to use it is gone.
+        assert "Do not rename it" in renamed.message
+        assert "Use --attn-dp-size <dp-size>." not in renamed.message
+        assert renamed.fixes == dp[0].fixes[:-1]  # the same removals, less the upgrade
+        assert [f.flag for f in renamed.fixes] == ["--enable-dp-attention", "--dp-size"]
+    else:
+        assert "Use --attn-dp-size <dp-size>." in renamed.message
+        assert all(f.action != "remove_flag" for f in dp[0].fixes)
+    # Not DFLASH: the rename is the whole advice.
+    plain = launch(*DP)
+    plain = plain.model_copy(update={"speculative_algorithm": None})
+    assert not plain.is_dflash
+    (other,) = run("DFD140", launch_args=plain, version=version).findings
+    assert "Do not rename it" not in other.message
+
+
 # DFD126 drafter heads vs TP --------------------------------------------------------------
 
 
