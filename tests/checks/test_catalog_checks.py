@@ -272,8 +272,12 @@ def test_dfd123_page_size_forced_to_64() -> None:
     r = run("DFD123", launch_args=launch(*TRT), version="0.5.23", gpus=["NVIDIA B200"])
     (f,) = r.findings
     assert f.severity is Severity.INFO and "changing page_size from 1 to 64" in f.message
+    # SGLang's text, word for word (arg_groups/overrides.py 0.5.23:1185).
+    assert "only supports page_size of 16, 32, 64 or 128, changing page_size" in f.message
     p128 = launch(*TRT, "--page-size", "128")
-    assert run("DFD123", launch_args=p128, version="0.5.16", gpus=["NVIDIA B200"]).findings
+    (g,) = run("DFD123", launch_args=p128, version="0.5.16", gpus=["NVIDIA B200"]).findings
+    # srt/server_args.py 0.5.11:2649, arg_groups/overrides.py 0.5.16:1739.
+    assert "only supports page_size of 16, 32 or 64, changing page_size from 128" in g.message
     assert run("DFD123", launch_args=p128, version="0.5.17", gpus=["NVIDIA B200"]).status == (
         "passed"
     )
