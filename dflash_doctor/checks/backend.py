@@ -111,8 +111,8 @@ def _asked_backend(launch: LaunchArgs) -> tuple[str | None, list[Evidence]]:
     """The backend the draft worker is given: its own flag, else the prefill backend
     (--prefill-attention-backend, else --attention-backend), as every release resolves it."""
     if launch.draft_attention_backend:
-        asked = launch.draft_attention_backend
-        return asked, [flag_evidence(launch, DRAFT_FLAG, f"{DRAFT_FLAG} {asked}")]
+        own = launch.draft_attention_backend
+        return own, [flag_evidence(launch, DRAFT_FLAG, f"{DRAFT_FLAG} {own}")]
     for flag, asked in (
         ("--prefill-attention-backend", launch.prefill_attention_backend),
         ("--attention-backend", launch.attention_backend),

@@ -66,11 +66,13 @@ def dp_refusal(v: Version) -> str | None:
 def drop_dp_attention(launch: LaunchArgs) -> list[Fix]:
     """Remove every DP flag: dropping only --enable-dp-attention would turn --dp-size into
     that many model replicas, so the exact undo is the plain TP layout."""
-    present = [
-        f
-        for f in ("--enable-dp-attention", "--dp-size", "--data-parallel-size", "--attn-dp-size")
-        if f in launch.flags_present
-    ]
+    flags: tuple[str, ...] = (
+        "--enable-dp-attention",
+        "--dp-size",
+        "--data-parallel-size",
+        "--attn-dp-size",
+    )
+    present = [f for f in flags if f in launch.flags_present]
     flag = "--attn-dp-size" if launch.attn_dp_size > 1 else "--enable-dp-attention"
     return [Fix(action="remove_flag", flag=f) for f in present or [flag]]
 
