@@ -41,9 +41,11 @@ def lossy_accept_threshold(facts: HostFacts) -> list[Finding]:
     **Versions.** The thresholds default to 1.0 (`srt/server_args.py` 0.5.11:524-525,
     0.5.14:1484-1491) and are read by DFlash's sampling verify
     (`srt/speculative/dflash_utils.py` 0.5.11:511-515, 0.5.23:941-943; greedy verify does
-    not use them). `/set_internal_state` allows exactly these keys and
-    `pp_max_micro_batch_size` (`srt/managers/scheduler.py` 0.5.11:3396-3433;
-    `managers/scheduler_components/internal_state.py` 0.5.23:146-199), changing the
+    not use them). `/set_internal_state` allows these keys and `pp_max_micro_batch_size`
+    (`srt/managers/scheduler.py` 0.5.11:3396-3433), from 0.5.16 also
+    `dspark_force_budget_frac` and `dspark_clear_info_records` (`srt/managers/scheduler.py`
+    0.5.16:3922-3932; `managers/scheduler_components/internal_state.py` 0.5.23:168-185),
+    changing the
     schedulers' args, which `get_internal_state` reports (`srt/managers/scheduler.py`
     0.5.11:3370-3394; `scheduler_components/internal_state.py` 0.5.23:45-66) while the top
     level of `/server_info` keeps the launch values (the tokenizer's ServerArgs).

@@ -229,15 +229,18 @@ def _page_change(
     current = page if page is not None else 1
     if not applies or current in sizes:
         return []
+    # SGLang's own words: "16, 32 or 64" (srt/server_args.py 0.5.11:2647-2651), "16, 32, 64
+    # or 128" (arg_groups/overrides.py 0.5.17:2081-2094, 0.5.23:1174-1187).
+    *head, last = sorted(sizes)
+    listed = f"{', '.join(map(str, head))} or {last}"
     return [
         trtllm_mha_gpu.finding(
             severity=Severity.INFO,
             title=f"trtllm_mha changes the page size from {current} to 64",
             message=(
-                "SGLang logs `TensorRT-LLM MHA only supports page_size of "
-                f"{', '.join(map(str, sorted(sizes)))}, changing page_size from "
-                f"{current} to 64.`; the KV cache and the DFLASH draft window are "
-                "page-aligned to 64 tokens."
+                f"SGLang logs `TensorRT-LLM MHA only supports page_size of {listed}, "
+                f"changing page_size from {current} to 64.`; the KV cache and the DFLASH "
+                "draft window are page-aligned to 64 tokens."
             ),
             evidence=evidence,
             impact={"page_size": 64},

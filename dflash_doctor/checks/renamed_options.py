@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.topology import attn_dp_width, dp_refusal, drop_dp_attention
 from dflash_doctor.checks.views import flag_evidence, version_evidence
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import sglang_args_start
 from dflash_doctor.facts.models import HostFacts
 from dflash_doctor.facts.sglang_options import Renamed, release_for, renamed_option
-from dflash_doctor.sglang_versions import WINDOW_FLAGS
+from dflash_doctor.sglang_versions import WINDOW_FLAGS, parse_version
+
+DP_ATTENTION_FLAG = "--enable-dp-attention"
 
 
 @check("DFD140", "launch-option-renamed", Severity.ERROR, needs=("launch", "sglang_version"))
@@ -38,7 +41,10 @@ def launch_option_renamed(facts: HostFacts) -> list[Finding]:
 
     **How to fix.** Use the spelling the release names (`--cuda-graph-max-bs-decode 32`).
     Where SGLang's hint is not one flag (`--cuda-graph-backend-{decode,prefill}=disabled`,
-    `--attn-dp-size <dp-size>`) the fix is manual.
+    `--attn-dp-size <dp-size>`) the fix is manual. One exception: `--enable-dp-attention`
+    on a DFLASH server of a release that refuses DP attention with DFLASH (0.5.22) is not
+    renamed; the finding gives DFD125's fix, dropping DP attention, because the new
+    spelling is refused as well (`arg_groups/speculative_hook.py` 0.5.22:295-300).
 
     **Fix safety.** Exact: the new option stores into the same setting (the alias's `dest`
     in the data), so the server runs as before; `fix` rewrites the option name in place and
@@ -70,10 +76,36 @@ def launch_option_renamed(facts: HostFacts) -> list[Finding]:
         r = renamed_option(release, arg)
         if r is not None and r.old not in WINDOW_FLAGS and r.written not in found:
             found[r.written] = r
-    return [
+    findings = [
         _finding(facts, r, present, note, launch.config_options.get(r.written))
         for r in found.values()
     ]
+    return [_dp_attention_refused(facts, f) for f in findings]
+
+
+def _dp_attention_refused(facts: HostFacts, finding: Finding) -> Finding:
+    """`--enable-dp-attention` is deprecated for `--attn-dp-size` from 0.5.22
+    (srt/server_args.py 0.5.22:417-423), but a DFLASH server on a release that refuses DP
+    attention (DFD125: 0.5.22 arg_groups/speculative_hook.py 0.5.22:296-300 checks the
+    resolved width, `attn_dp_enabled_of`, in either spelling) must not be told to rename
+    it: the advice is DFD125's, drop DP attention."""
+    launch = facts.launch.value
+    version = parse_version(facts.sglang_version.value or "")
+    if launch is None or version is None or not launch.is_dflash:
+        return finding
+    if finding.evidence[0].key != DP_ATTENTION_FLAG or attn_dp_width(launch) <= 1:
+        return finding
+    refusal = dp_refusal(version)
+    if refusal is None:
+        return finding
+    message = finding.message.replace(" Use --attn-dp-size <dp-size>.", "")
+    return finding.model_copy(
+        update={
+            "message": f"{message} Do not rename it: with DFLASH this release refuses DP "
+            f"attention in either spelling (`{refusal}`, DFD125); drop DP attention.",
+            "fixes": drop_dp_attention(launch),
+        }
+    )
 
 
 def _finding(

@@ -54,12 +54,27 @@ QUANT_HEAD_TP = (
 )
 
 
-def _dp_rule(v: Version) -> str | None:
+def dp_refusal(v: Version) -> str | None:
+    """The text this release refuses DFLASH with DP attention with on CUDA; None: allowed."""
     chosen: str | None = None
     for since, refusal in DP_RULES:
         if v >= since:
             chosen = refusal
     return chosen
+
+
+def drop_dp_attention(launch: LaunchArgs) -> list[Fix]:
+    """Remove every DP flag: dropping only --enable-dp-attention would turn --dp-size into
+    that many model replicas, so the exact undo is the plain TP layout."""
+    flags: tuple[str, ...] = (
+        "--enable-dp-attention",
+        "--dp-size",
+        "--data-parallel-size",
+        "--attn-dp-size",
+    )
+    present = [f for f in flags if f in launch.flags_present]
+    flag = "--attn-dp-size" if launch.attn_dp_size > 1 else "--enable-dp-attention"
+    return [Fix(action="remove_flag", flag=f) for f in present or [flag]]
 
 
 def _launch_or_skip(facts: HostFacts) -> LaunchArgs:
@@ -123,7 +138,7 @@ def pipeline_parallel(facts: HostFacts) -> list[Finding]:
     ]
 
 
-def _attn_dp(launch: LaunchArgs) -> int:
+def attn_dp_width(launch: LaunchArgs) -> int:
     """The attention-DP width SGLang resolves: `--attn-dp-size` (0.5.22+), else
     `--dp-size N --enable-dp-attention` (dp_size 1 turns DP attention off:
     0.5.11 server_args.py:2929-2931, 0.5.17 arg_groups/overrides.py:2305)."""
@@ -155,7 +170,10 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     DFLASH server on 0.5.21.
 
     **How to fix.** Up to 0.5.22: drop DP attention (`--enable-dp-attention`,
-    `--attn-dp-size`) or upgrade to 0.5.23. On 0.5.23: add `--enable-dp-lm-head`.
+    `--attn-dp-size`) or upgrade to 0.5.23; renaming `--enable-dp-attention` to
+    `--attn-dp-size` as 0.5.22's deprecation warning says does not help (DFD140 says so
+    too): 0.5.22 turns the old spelling into `attn_dp_size` before DFLASH is validated
+    (`arg_groups/parallel_hook.py` 0.5.22:39-61). On 0.5.23: add `--enable-dp-lm-head`.
 
     **Fix safety.** The fix removes every DP flag (`--enable-dp-attention`, `--dp-size`,
     `--attn-dp-size`): removing only `--enable-dp-attention` would turn `--dp-size N` into
@@ -173,7 +191,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     vf = version_facts(facts)
     if vf is None:
         raise Skip(f"SGLang version {facts.sglang_version.value!r} is not a version")
-    width = _attn_dp(launch)
+    width = attn_dp_width(launch)
     if width <= 1:
         return []
     flag = "--attn-dp-size" if launch.attn_dp_size > 1 else "--enable-dp-attention"
@@ -181,24 +199,14 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
         flag_evidence(launch, flag, f"DP attention over {width} groups ({flag})"),
         version_evidence(facts),
     ]
-    refusal = _dp_rule(vf.version)
-    # Dropping only --enable-dp-attention would turn --dp-size into that many model
-    # replicas: the exact undo is the plain TP layout, so every DP flag goes.
-    dp_flags: list[str] = [
-        f
-        for f in ("--enable-dp-attention", "--dp-size", "--data-parallel-size", "--attn-dp-size")
-        if f in launch.flags_present
-    ] or [flag]
+    refusal = dp_refusal(vf.version)
     if refusal is not None:
         return [
             dp_attention.finding(
                 title=f"SGLang {vf.label} refuses DFLASH with DP attention",
                 message=f"SGLang refuses to start: `{refusal}`",
                 evidence=evidence,
-                fixes=[
-                    *(Fix(action="remove_flag", flag=f) for f in dp_flags),
-                    Fix(action="upgrade_sglang", value="0.5.23"),
-                ],
+                fixes=[*drop_dp_attention(launch), Fix(action="upgrade_sglang", value="0.5.23")],
             )
         ]
     findings: list[Finding] = []

@@ -453,10 +453,12 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
     GPU beside Kimi-K2.6's 70272 B (MLA), about 4% of the KV budget.
 
     **How to fix.** From 0.5.18: `--speculative-draft-kv-cache-dtype fp8_e4m3` halves the
-    draft pool (its help text, `srt/server_args.py` 0.5.18:2187-2200), then raise
-    `--mem-fraction-static` to turn the freed memory into KV capacity. Before 0.5.18 the
-    draft follows `--kv-cache-dtype` (target and draft together). Listed as a manual step:
-    an fp8 draft cache can change acceptance, measure it.
+    draft pool. Those releases size the KV pool by target plus draft bytes per token, the
+    draft priced at its own KV dtype, so the halved draft becomes target KV tokens within
+    the same `--mem-fraction-static`; no other flag is needed (the flag's help text,
+    `srt/server_args.py` 0.5.18:2187-2200, says to raise `--mem-fraction-static`: the code
+    does not need it). Before 0.5.18 the draft follows `--kv-cache-dtype` (target and draft
+    together). Listed as a manual step: an fp8 draft cache can change acceptance, measure it.
 
     **Fix safety.** A dtype change of the draft cache only; verify acceptance afterwards.
 
@@ -464,7 +466,11 @@ def draft_kv_memory(facts: HostFacts) -> list[Finding]:
     0.5.11:87-98). Before 0.5.18 SGLang budgets the draft by scaling the target's bytes per
     token by (target + draft layers) / target layers (speculative/dflash_utils.py
     0.5.11:51-89); from 0.5.18 by the draft's own cell size
-    (speculative/dflash_utils.py 0.5.18:139-151), with the draft-only dtype flag
+    (speculative/dflash_utils.py 0.5.18:139-151) at the draft's own KV dtype
+    (model_runner_components/spec_aux_hidden_state.py 0.5.18:182-218;
+    mem_cache/draft_kv_budget.py 0.5.23:26-48; mem_cache/kv_cache_dtype.py 0.5.18:33-35)
+    added to the target's (pool_configurator.py 0.5.18:227-233, 0.5.23:332-338;
+    speculative/dflash_utils.py 0.5.18:178-185), with the draft-only dtype flag
     (`srt/server_args.py` 0.5.18:2187-2200). Replaces DFD108 (retired: it promised memory
     that a window cannot give back).
     """
@@ -552,10 +558,14 @@ def _kv_share(
 def _kv_lever(vf: VersionFacts | None, has_lever: bool) -> tuple[str, list[Fix]]:
     """The way this SGLang offers to shrink the draft pool, and its fix when it has one."""
     if has_lever:
+        # SGLang 0.5.18+ budgets the pool by target + draft bytes/token with the draft at
+        # its own dtype (pool_configurator.py 0.5.18:227-233, spec_aux_hidden_state.py
+        # 0.5.18:196-211), so the saving is KV capacity at the same --mem-fraction-static.
         lever = (
-            f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3 (halves the draft pool), then raise "
-            "--mem-fraction-static to turn the freed memory into KV capacity; measure "
-            "acceptance after"
+            f"set {DRAFT_KV_DTYPE_FLAG} fp8_e4m3: it halves the draft pool, and SGLang "
+            f"{vf.label if vf is not None else '0.5.18+'} sizes the KV pool with the draft at that "
+            "dtype, so the saving becomes target KV tokens at the same --mem-fraction-static; "
+            "measure acceptance after"
         )
         return lever, [Fix(action="manual", flag=DRAFT_KV_DTYPE_FLAG, value="fp8_e4m3", note=lever)]
     if vf is not None:

@@ -130,8 +130,10 @@ def _rope_theta(obj: dict[str, Any]) -> float | None:
     return None
 
 
-# Defaults of the transformers config classes, read in transformers 5.25.0 (the SGLang
-# wheels pin 5.6.0-5.12.1; these lines are unchanged there):
+# Defaults of the transformers config classes, read in transformers 5.25.0. The SGLang
+# wheels pin (Requires-Dist in each wheel's METADATA) transformers==5.6.0 (0.5.11-0.5.12.post1),
+# 5.8.1 (0.5.13-0.5.14), 5.12.1 (0.5.15-0.5.21) and 5.19.0 (0.5.22, 0.5.23); these lines
+# were read as unchanged through 5.12.1, not yet re-read in 5.19.0:
 # models/qwen3/configuration_qwen3.py:76-78 (use_sliding_window False, sliding_window 4096,
 # max_window_layers 28), :86 (sliding_window dropped unless use_sliding_window), :90-95
 # (layer i sliding when sliding_window is set and i >= max_window_layers);

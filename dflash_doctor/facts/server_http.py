@@ -13,10 +13,10 @@ by `***` wherever it appears in the output.
 
 Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - info: GET /server_info, else /get_server_info (both served 0.5.11..0.5.23:
-  entrypoints/http_server.py 0.5.11:621,631 ... 0.5.23:853,863);
+  srt/entrypoints/http_server.py 0.5.11:621,631 ... 0.5.23:853,863);
 - metrics: GET /metrics, the `sglang:*` samples (only when --enable-metrics);
 - load: GET /v1/loads?include=core (entrypoints/v1_loads.py 0.5.11:134, 0.5.23:96);
-- flush: POST /flush_cache (http_server.py 0.5.11:762 ... 0.5.23:1025);
+- flush: POST /flush_cache (srt/entrypoints/http_server.py 0.5.11:762 ... 0.5.23:1025);
 - cell: `concurrency` concurrent POST /generate with `input_ids` drawn with a seeded
   generator over [0, vocab), `ignore_eos` and a fixed `max_new_tokens`; per request the
   `meta_info` fields SGLang sets (tokenizer_manager.py 0.5.11:2102-2110, 0.5.23:3164-3172).

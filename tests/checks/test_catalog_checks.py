@@ -5,6 +5,7 @@ edges of each version range. Every SGLang fact is cited from the published wheel
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -277,8 +278,12 @@ def test_dfd123_page_size_forced_to_64() -> None:
     r = run("DFD123", launch_args=launch(*TRT), version="0.5.23", gpus=["NVIDIA B200"])
     (f,) = r.findings
     assert f.severity is Severity.INFO and "changing page_size from 1 to 64" in f.message
+    # SGLang's text, word for word (arg_groups/overrides.py 0.5.23:1185).
+    assert "only supports page_size of 16, 32, 64 or 128, changing page_size" in f.message
     p128 = launch(*TRT, "--page-size", "128")
-    assert run("DFD123", launch_args=p128, version="0.5.16", gpus=["NVIDIA B200"]).findings
+    (g,) = run("DFD123", launch_args=p128, version="0.5.16", gpus=["NVIDIA B200"]).findings
+    # srt/server_args.py 0.5.11:2649, arg_groups/overrides.py 0.5.16:1739.
+    assert "only supports page_size of 16, 32 or 64, changing page_size from 128" in g.message
     assert run("DFD123", launch_args=p128, version="0.5.17", gpus=["NVIDIA B200"]).status == (
         "passed"
     )
@@ -388,6 +393,33 @@ def test_dfd125_dp_size_one_turns_dp_attention_off() -> None:
     assert run("DFD125", launch_args=attn, version="0.5.22").findings[0].evidence[0].key == (
         "--attn-dp-size"
     )
+
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_dfd140_and_dfd125_agree_on_enable_dp_attention(version: str) -> None:
+    """0.5.22 deprecates --enable-dp-attention for --attn-dp-size (srt/server_args.py
+    0.5.22:417-423) and resolves it to attn_dp_size first (parallel_hook.py 0.5.22:39-61,
+    pipeline.py 0.5.22:42-45), so DFLASH's refusal (speculative_hook.py 0.5.22:295-300)
+    holds in either spelling: DFD140 must not advise the rename DFD125 says is refused.
+    On 0.5.23 DP attention is allowed (with --enable-dp-lm-head): the rename stands."""
+    args = launch(*DP)
+    (renamed,) = run("DFD140", launch_args=args, version=version).findings
+    dp = run("DFD125", launch_args=args, version=version).findings
+    if version == "0.5.22":
+        # SGLang's own warning is quoted; the doctor's advice to use it is gone.
+        assert "Do not rename it" in renamed.message
+        assert "Use --attn-dp-size <dp-size>." not in renamed.message
+        assert renamed.fixes == dp[0].fixes[:-1]  # the same removals, less the upgrade
+        assert [f.flag for f in renamed.fixes] == ["--enable-dp-attention", "--dp-size"]
+    else:
+        assert "Use --attn-dp-size <dp-size>." in renamed.message
+        assert all(f.action != "remove_flag" for f in dp[0].fixes)
+    # Not DFLASH: the rename is the whole advice.
+    plain = launch(*DP)
+    plain = plain.model_copy(update={"speculative_algorithm": None})
+    assert not plain.is_dflash
+    (other,) = run("DFD140", launch_args=plain, version=version).findings
+    assert "Do not rename it" not in other.message
 
 
 # DFD126 drafter heads vs TP --------------------------------------------------------------
@@ -698,3 +730,133 @@ def test_cli_reports_a_faked_acceptance_from_the_process_environment(tmp_path: P
         result["findings"][0]["title"] == "Accept length is simulated (SGLANG_SIMULATE_ACC_LEN=4)"
     )
     assert "hf_FAKE" not in p.stdout and "sk-fixture" not in p.stdout
+
+
+# DFD107 the draft attention backend, per release ------------------------------------------
+
+MIXED = drafter_cfg()  # five sliding layers and one full layer: trtllm_mha is refused
+RANGE_ENDS = ("0.5.11", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.22", "0.5.23")
+
+
+@pytest.mark.parametrize("version", RANGE_ENDS)
+def test_dfd107_the_draft_takes_the_prefill_backend_first(version: str) -> None:
+    """Draft flag, else --prefill-attention-backend, else --attention-backend, in every
+    release: `get_attention_backends` (srt/server_args.py 0.5.11:6738-6749) from
+    dflash_worker.py 0.5.11:101-104 and dflash_worker_v2.py 0.5.14:107-110;
+    `attention_backends_of` (arg_groups/overrides.py 0.5.15:224-238) from
+    speculative_hook.py 0.5.15:267-274, 0.5.23:930-932."""
+    missed = launch("--attention-backend", "fa3", "--prefill-attention-backend", "trtllm_mha")
+    (f,) = run("DFD107", launch_args=missed, drafter=MIXED, version=version).findings
+    assert f.fixes[0].value == "flashinfer" and "'trtllm_mha'" in f.title
+    assert f.evidence[0].key == "--prefill-attention-backend"
+    kept = launch("--attention-backend", "trtllm_mha", "--prefill-attention-backend", "fa3")
+    assert run("DFD107", launch_args=kept, drafter=MIXED, version=version).status == "passed"
+    own = launch(
+        "--prefill-attention-backend", "trtllm_mha", "--speculative-draft-attention-backend", "fa3"
+    )
+    assert run("DFD107", launch_args=own, drafter=MIXED, version=version).status == "passed"
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "fallback"),
+    [
+        ("0.5.22", "NVIDIA B200", "flashinfer"),
+        ("0.5.23", "NVIDIA B200", "fa4"),
+        ("0.5.23", "NVIDIA GB200", "fa4"),
+        ("0.5.23", "NVIDIA H200", "flashinfer"),
+        ("0.5.23", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "flashinfer"),
+        ("0.5.23", None, "flashinfer"),
+    ],
+)
+def test_dfd107_a_refused_trtllm_mha_falls_back_to_fa4_on_sm100_from_0_5_23(
+    version: str, gpu: str | None, fallback: str
+) -> None:
+    """speculative_hook.py 0.5.23:968-970: `get_platform().is_sm100` (capability major 10,
+    srt/utils/common.py 0.5.23:309-312) picks fa4 for a drafter trtllm_mha refuses; 0.5.22
+    (speculative_hook.py 0.5.22:870-903) and every other GPU keep flashinfer. The fix pins it."""
+    trt = launch("--attention-backend", "trtllm_mha")
+    gpus = [gpu] * 8 if gpu else None
+    (f,) = run("DFD107", launch_args=trt, drafter=MIXED, version=version, gpus=gpus).findings
+    assert f.fixes[0].value == fallback
+    assert f"runs {fallback!r} instead" in f.message
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
+def test_dfd107_other_unsupported_backends_fall_back_to_flashinfer_on_sm100(version: str) -> None:
+    """The fa4 branch is the trtllm_mha refusal's only (speculative_hook.py 0.5.23:936-944
+    falls back to get_fallback_backend(): flashinfer on CUDA)."""
+    bad = launch("--speculative-draft-attention-backend", "flashmla")
+    (f,) = run("DFD107", launch_args=bad, version=version, gpus=["NVIDIA B200"]).findings
+    assert f.fixes[0].value == "flashinfer"
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.23"])
+def test_dfd107_all_sliding_means_one_sliding_entry_per_layer(version: str) -> None:
+    """`len(layer_types) == num_layers` (speculative_hook.py 0.5.17:481, 0.5.23:962): a
+    layer_types shorter than num_hidden_layers is not all sliding (the config parser
+    refuses such a file; a config built by hand can still carry one)."""
+    trt = launch("--attention-backend", "trtllm_mha")
+    short = MIXED.model_copy(update={"layer_types": ["sliding_attention"] * 4})  # six layers
+    assert run("DFD107", launch_args=trt, drafter=short, version=version).status == "failed"
+    full = drafter_cfg(layer_types=["sliding_attention"] * 6)
+    assert run("DFD107", launch_args=trt, drafter=full, version=version).status == "passed"
+
+
+@pytest.mark.parametrize(
+    ("version", "resolver"),
+    [
+        ("0.5.11", "srt/speculative/dflash_worker.py"),
+        ("0.5.13.post1", "srt/speculative/dflash_worker.py"),
+        ("0.5.14", "srt/speculative/dflash_worker_v2.py"),
+        ("0.5.15", "srt/arg_groups/speculative_hook.py"),
+        ("0.5.23", "srt/arg_groups/speculative_hook.py"),
+    ],
+)
+def test_dfd107_names_the_file_that_resolves_the_backend(version: str, resolver: str) -> None:
+    bad = launch("--attention-backend", "flashmla")
+    (f,) = run("DFD107", launch_args=bad, version=version).findings
+    assert resolver in f.message
+
+
+def _wheel_draft_backends(root: Path, resolver: str) -> tuple[str, ...]:
+    """The backends a release's DFLASH resolver accepts, read from its source."""
+    import ast
+
+    text = (root / resolver).read_text()
+    m = re.search(r"supported_draft_backends = (\([^)]*\))", text)
+    if m is not None:
+        return tuple(ast.literal_eval(m.group(1)))
+    assert "supported_draft_backends = DRAFT_ATTENTION_BACKEND_CHOICES" in text
+    choices = root / "srt/arg_groups/choices.py"
+    text = choices.read_text() if choices.is_file() else (root / "srt/server_args.py").read_text()
+    m = re.search(r"^DRAFT_ATTENTION_BACKEND_CHOICES = (\[[^\]]*\])", text, re.M)
+    assert m is not None
+    return tuple(ast.literal_eval(m.group(1)))
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="published SGLang wheels not unpacked here")
+@pytest.mark.parametrize(
+    "version", sorted(p.name for p in WHEELS.iterdir()) if WHEELS.is_dir() else []
+)
+def test_dfd107_version_table_matches_the_wheels(version: str) -> None:
+    """sglang_versions' draft backend facts, read back from every release's resolver."""
+    from dflash_doctor.sglang_versions import facts_for, parse_version
+
+    parsed = parse_version(version)
+    assert parsed is not None
+    vf = facts_for(parsed)
+    root = WHEELS / version / "sglang"
+    text = (root / vf.draft_backend_resolver).read_text()
+    assert "def _resolve_dflash_draft_attention_backend" in text or "DFLASH draft worker" in text
+    # The draft flag first, then the prefill backend (get_attention_backends /
+    # attention_backends_of return prefill_attention_backend, else attention_backend).
+    assert re.search(r"draft_backend = \w+\.speculative_draft_attention_backend", text)
+    assert re.search(
+        r"draft_backend, _ = (\w+\.get_attention_backends\(\)|attention_backends_of)", text
+    )
+    assert _wheel_draft_backends(root, vf.draft_backend_resolver) == vf.draft_backends
+    assert ("if not (all_sliding or all_causal)" in text) is vf.trtllm_draft_conditional
+    assert ('fallback_backend = "fa4"' in text) is vf.trtllm_sm100_fa4
+    for older in ("srt/speculative/dflash_worker.py", "srt/speculative/dflash_worker_v2.py"):
+        if older != vf.draft_backend_resolver and (root / older).is_file():
+            assert "speculative_draft_attention_backend = None" not in (root / older).read_text()

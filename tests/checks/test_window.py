@@ -367,7 +367,23 @@ def test_dfd131_bytes_share_and_lever_on_0523(kimi) -> None:  # type: ignore[no-
     )
     (fix,) = f.fixes
     assert fix.action == "manual" and fix.flag == "--speculative-draft-kv-cache-dtype"
-    assert "--mem-fraction-static" in (fix.note or "")
+    assert "at the same --mem-fraction-static" in (fix.note or "")
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_dfd131_the_draft_dtype_is_kv_capacity_by_itself(kimi, version: str) -> None:  # type: ignore[no-untyped-def]
+    """From 0.5.18 the KV pool is sized by target + draft bytes/token with the draft at its
+    own KV dtype (pool_configurator.py 0.5.18:227-233, 0.5.23:332-338; dflash_utils.py
+    0.5.18:178-185; spec_aux_hidden_state.py 0.5.18:196-211, draft_kv_budget.py
+    0.5.23:29-48): fp8_e4m3 for the draft turns into target KV tokens without raising
+    --mem-fraction-static, so the advice never asks for it."""
+    r = result("DFD131", drafter=kimi, launch_args=launch(*CTX), version=version)
+    (fix,) = r.findings[0].fixes
+    assert "raise" not in (fix.note or "") and "same --mem-fraction-static" in (fix.note or "")
+    assert f"SGLang {version} sizes the KV pool" in r.findings[0].message
+    # 0.5.17 has no draft-only dtype: no fix, the lever is --kv-cache-dtype for both.
+    old = result("DFD131", drafter=kimi, launch_args=launch(*CTX), version="0.5.17")
+    assert old.findings[0].fixes == [] and "--kv-cache-dtype fp8_e4m3" in old.findings[0].message
 
 
 def test_dfd131_same_with_or_without_a_window(kimi) -> None:  # type: ignore[no-untyped-def]
