@@ -365,6 +365,12 @@ def _apply_locked(
             a.start_argv(source)  # the relaunch must be able to start before anything stops
         bak, old, mode = a.backup(source, stamp)
         a.write(source, new, mode)
+        wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
+        if wrong is not None:
+            a.write(source, old, mode)
+            return Outcome(
+                "failed", f"nothing relaunched, {source} restored: {wrong}", bak, steps=a.steps
+            )
     except DoctorError as e:
         return Outcome(
             "failed", f"nothing relaunched, the server runs as before: {e}", steps=a.steps
@@ -381,6 +387,29 @@ def _apply_locked(
         return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
     tail = a.log_tail(new_facts or facts)
     return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+
+
+def _written_runs(
+    a: Applier, plan: FixPlan, source: str, new: bytes, service: str | None
+) -> str | None:
+    """Why the file now on the host would not run the planned command, or None: it is read
+    back (the bytes written, then parsed as its runner reads it, its sourced files through
+    the host), so what is judged is the file, not the old process's command line."""
+    assert plan.launch is not None
+    written = a.t.read_file(source, max_bytes=1 << 20)
+    if written != new:
+        return f"{source} does not hold what was written"
+    kind = source_for(plan.launch.kind)
+    if not kind.file_backed:
+        return None  # the inventory: its rewrite was proved by loading it (fix/edits.py)
+
+    def read(path: str) -> bytes:
+        return a.t.read_file(path, max_bytes=1 << 20)
+
+    runs = kind.parse(written, source=source, path=source, service=service, read=read)
+    if plan.new_argv is not None and runs.argv != plan.new_argv:
+        return f"{source} as written would not run the planned command"
+    return None
 
 
 def _relaunch_verified(
