@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -79,7 +80,9 @@ class Applier:
         return ["sudo", "-n", *argv] if self.spec.fix.sudo else argv
 
     def _run(self, argv: list[str], timeout: float = 60) -> bytes:
-        self.steps.append(" ".join(argv) if argv[:2] != ["sh", "-c"] else f"start {argv[4:]}")
+        # A step is shown as a command line someone could paste, never as a Python list.
+        shown = argv if argv[:2] != ["sh", "-c"] else argv[4:]
+        self.steps.append(shlex.join(shown) if shown is argv else f"start {shlex.join(shown)}")
         res = self.t.run(argv, timeout=timeout)
         if not res.ok:
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -93,6 +96,15 @@ class Applier:
     def real_path(self, source: str) -> str:
         """The file a symlinked launch file points to: edits go through the link."""
         return self.t.real_path(source)
+
+    def real_dir(self, source: str) -> str:
+        """`source` with only its directory resolved: equal to real_path unless the file
+        itself is a link (a relative `--launch` path is not one)."""
+        parent = posixpath.dirname(source) or "."
+        try:
+            return posixpath.join(self.t.real_path(parent), posixpath.basename(source))
+        except DoctorError:
+            return source
 
     def write(self, source: str, data: bytes, mode: int) -> None:
         self.t.write_file(source, data, mode=mode)
@@ -328,7 +340,7 @@ def apply_plan(
     a = Applier(spec, transport, health_timeout)
     try:
         source = a.real_path(plan.source)
-        if source != plan.source:
+        if source != a.real_dir(plan.source):
             a.steps.append(f"{plan.source} is a link: editing {source}")
         lock = a.lock(source)
     except DoctorError as e:
