@@ -31,6 +31,7 @@ from dflash_doctor.facts.shell import (
     run_script,
     shown,
 )
+from dflash_doctor.facts.systemd_unit import directives, exec_start
 from dflash_doctor.redact import redact_argv
 from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
@@ -308,7 +309,8 @@ def _split(text: str, first_line: int) -> list[str]:
         raise FactError(f"line {first_line}: cannot split the command: {e}") from None
 
 
-def _runs_sglang(words: list[str]) -> bool:
+def runs_sglang(words: list[str]) -> bool:
+    """Whether `words` (after prefixes) run an SGLang server."""
     try:
         sglang_args_start(words)
     except FactError:
@@ -340,49 +342,56 @@ def parse_script(
     variables, arrays and sourced files (read through `read`, never executed)."""
     text = decode(data, "launch script", MAX_LAUNCH_BYTES)
     env = Env()
-    cmd = run_script(text, env, read=read, here=path or source, is_sglang=_runs_sglang)
+    cmd = run_script(text, env, read=read, here=path or source, is_sglang=runs_sglang)
     if cmd is None:
         raise FactError("no sglang.launch_server command found in the launch script")
     return _from_shell(cmd, env, source, "script")
 
 
 def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) -> LaunchArgs:
-    """A systemd unit: the last `ExecStart=` of [Service], with `Environment=` and
-    `EnvironmentFile=` (read through `read`; a leading `-` makes it optional) expanded."""
+    """A systemd unit: the last `ExecStart=`, with `Environment=` and `EnvironmentFile=`
+    (read through `read`; a leading `-` makes it optional) expanded. Directives are read as
+    systemd reads them (facts/systemd_unit.py: continuations, comment lines inside them)."""
     text = decode(data, "systemd unit", MAX_LAUNCH_BYTES)
     env = Env()
-    exec_line: LogicalLine | None = None
-    for line in logical_lines(text):
-        stripped = line.text.strip()
-        if stripped.startswith("Environment="):
-            for item in _split(stripped[len("Environment=") :], line.first):
+    for d in directives(text):
+        if d.key == "Environment":
+            for item in _split(d.value, d.first):
                 if "=" in item:
                     k, v = item.split("=", 1)
                     env.set(k, v)
-        elif stripped.startswith("EnvironmentFile="):
-            path = stripped[len("EnvironmentFile=") :].strip()
-            optional = path.startswith("-")
-            path = path.lstrip("-")
-            try:
-                if read is None:
-                    raise FactError("not read offline")
-                read_env_file(decode(read(path), path), env)
-            except FactError as e:
-                if not optional:
-                    env.notes.append(f"EnvironmentFile={path} could not be read ({e})")
-        elif stripped.startswith("ExecStart="):
-            exec_line = line
-    if exec_line is None:
+        elif d.key == "EnvironmentFile":
+            _environment_file(d.value, env, read)
+    found = exec_start(text)
+    if found is None:
         raise FactError("no ExecStart= line in the systemd unit")
-    command = exec_line.text.strip()[len("ExecStart=") :].lstrip("-@+!:")
+    exec_line, prefix = found
     # systemd expands $VAR / ${VAR} from the environment it was given; a shell-style walk
     # of the one command line does the same for these forms.
-    cmd = run_script(command, env, read=None, is_sglang=_runs_sglang)
+    cmd = run_script(exec_line.value[prefix:], env, read=None, is_sglang=runs_sglang)
     if cmd is None:
         raise FactError("ExecStart= does not run sglang.launch_server")
-    spread = exec_line.span
-    cmd = Command(cmd.words, [spread[0] + ln - 1 for ln in cmd.lines], spread[0], spread[1])
+    lines = [_line_of(text, exec_line.offsets[prefix + s]) for s, _ in cmd.spans]
+    cmd = Command(cmd.words, lines, exec_line.first, exec_line.last)
     return _from_shell(cmd, env, source, "systemd")
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _environment_file(value: str, env: Env, read: Reader | None) -> None:
+    """`EnvironmentFile=PATH` into `env`; `-PATH` is optional (no note when it is missing)."""
+    path = value.strip()
+    optional = path.startswith("-")
+    path = path.lstrip("-")
+    try:
+        if read is None:
+            raise FactError("not read offline")
+        read_env_file(decode(read(path), path), env)
+    except FactError as e:
+        if not optional:
+            env.notes.append(f"EnvironmentFile={path} could not be read ({e})")
 
 
 def _as_argv(value: object, what: str) -> list[str]:

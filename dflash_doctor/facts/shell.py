@@ -131,6 +131,9 @@ class Command:
     first: int
     last: int
     arrays: list[tuple[str, bool, list[str]]] = field(default_factory=list)
+    # [start, end) of the source text each word came from (for edits made word by word);
+    # two words from one expansion share a start.
+    spans: list[tuple[int, int]] = field(default_factory=list)
 
 
 def shown(name: str) -> str:
@@ -146,9 +149,13 @@ def placeholders(word: str) -> str:
 class _Words:
     """The words of one simple command as they are scanned, with the line each starts on."""
 
-    def __init__(self, first: int) -> None:
+    def __init__(self, first: int, scanner: _Scanner | None = None) -> None:
         self.words: list[str] = []
         self.lines: list[int] = []
+        self.spans: list[tuple[int, int]] = []
+        self.scanner = scanner
+        self.at = 0  # where the piece being scanned starts: a word opened there starts there
+        self.cur_start = 0
         self.arrays: list[tuple[str, bool, list[str]]] = []
         self.cur: str | None = None  # the word being built
         self.cur_line = first
@@ -161,7 +168,7 @@ class _Words:
     def command(self, last: int) -> Command:
         """The command scanned so far, ending on line `last`."""
         first = self.lines[0] if self.lines else self.first
-        return Command(self.words, self.lines, first, last, self.arrays)
+        return Command(self.words, self.lines, first, last, self.arrays, self.spans)
 
     def end_word(self) -> None:
         """Close the word being built, bounded in length and number."""
@@ -170,12 +177,15 @@ class _Words:
                 raise FactError("launch command too large")
             self.words.append(self.cur)
             self.lines.append(self.cur_line)
+            end = self.scanner.i if self.scanner is not None else self.cur_start
+            self.spans.append((self.cur_start, end))
             self.cur = None
 
     def add(self, text: str, line: int) -> None:
         """Append text to the word being built, starting one on `line` if none is open."""
         if self.cur is None:
             self.cur_line = line
+            self.cur_start = self.at
             self.cur = ""
         self.cur += text
 
@@ -347,7 +357,7 @@ class _Scanner:
 
     def commands(self) -> list[Command] | None:
         """The next simple command (as a one-item list), or None at the end of the text."""
-        w = _Words(self.line)
+        w = _Words(self.line, self)
         while self.i < self.n:
             command = self._step(w)
             if command is not None:
@@ -358,6 +368,7 @@ class _Scanner:
     def _step(self, w: _Words) -> Command | None:
         """Scan one piece of the text into `w`; the command when it ended there."""
         t, c = self.t, self.t[self.i]
+        w.at = self.i
         if c == "\n":
             return self._end_line(w)
         if c in ";&|":
@@ -643,9 +654,32 @@ def run_script(
         if not _apply(cmd, env, read, depth, here):
             continue
         if want_launch and is_sglang is not None and is_launch(cmd.words, is_sglang):
-            prefix = len(cmd.words) - len(_strip_prefix(cmd.words))
-            return Command(cmd.words[prefix:], cmd.lines[prefix:], cmd.first, cmd.last)
+            return launch_words(cmd)
     return None
+
+
+def launch_words(cmd: Command) -> Command:
+    """The launch command without its leading assignments and prefix words (`exec`, `env`)."""
+    prefix = len(cmd.words) - len(_strip_prefix(cmd.words))
+    return Command(
+        cmd.words[prefix:], cmd.lines[prefix:], cmd.first, cmd.last, [], cmd.spans[prefix:]
+    )
+
+
+def script_commands(
+    text: str, env: Env, is_sglang: Callable[[list[str]], bool]
+) -> tuple[list[Command], int | None]:
+    """Every simple command of the script in order (sourced files not read) and the index
+    of the first that runs SGLang: what an edit must keep, and what it edits."""
+    scanner = _Scanner(text, env)
+    out: list[Command] = []
+    launch = None
+    while (cmds := scanner.commands()) is not None:
+        out.append(cmds[0])
+        runs = _apply(cmds[0], env, None, 0, "")
+        if runs and launch is None and is_launch(cmds[0].words, is_sglang):
+            launch = len(out) - 1
+    return out, launch
 
 
 def read_env_file(text: str, env: Env) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -79,7 +80,9 @@ class Applier:
         return ["sudo", "-n", *argv] if self.spec.fix.sudo else argv
 
     def _run(self, argv: list[str], timeout: float = 60) -> bytes:
-        self.steps.append(" ".join(argv) if argv[:2] != ["sh", "-c"] else f"start {argv[4:]}")
+        # A step is shown as a command line someone could paste, never as a Python list.
+        shown = argv if argv[:2] != ["sh", "-c"] else argv[4:]
+        self.steps.append(shlex.join(shown) if shown is argv else f"start {shlex.join(shown)}")
         res = self.t.run(argv, timeout=timeout)
         if not res.ok:
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -93,6 +96,15 @@ class Applier:
     def real_path(self, source: str) -> str:
         """The file a symlinked launch file points to: edits go through the link."""
         return self.t.real_path(source)
+
+    def real_dir(self, source: str) -> str:
+        """`source` with only its directory resolved: equal to real_path unless the file
+        itself is a link (a relative `--launch` path is not one)."""
+        parent = posixpath.dirname(source) or "."
+        try:
+            return posixpath.join(self.t.real_path(parent), posixpath.basename(source))
+        except DoctorError:
+            return source
 
     def write(self, source: str, data: bytes, mode: int) -> None:
         self.t.write_file(source, data, mode=mode)
@@ -328,7 +340,7 @@ def apply_plan(
     a = Applier(spec, transport, health_timeout)
     try:
         source = a.real_path(plan.source)
-        if source != plan.source:
+        if source != a.real_dir(plan.source):
             a.steps.append(f"{plan.source} is a link: editing {source}")
         lock = a.lock(source)
     except DoctorError as e:
@@ -365,6 +377,12 @@ def _apply_locked(
             a.start_argv(source)  # the relaunch must be able to start before anything stops
         bak, old, mode = a.backup(source, stamp)
         a.write(source, new, mode)
+        wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
+        if wrong is not None:
+            a.write(source, old, mode)
+            return Outcome(
+                "failed", f"nothing relaunched, {source} restored: {wrong}", bak, steps=a.steps
+            )
     except DoctorError as e:
         return Outcome(
             "failed", f"nothing relaunched, the server runs as before: {e}", steps=a.steps
@@ -381,6 +399,29 @@ def _apply_locked(
         return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
     tail = a.log_tail(new_facts or facts)
     return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+
+
+def _written_runs(
+    a: Applier, plan: FixPlan, source: str, new: bytes, service: str | None
+) -> str | None:
+    """Why the file now on the host would not run the planned command, or None: it is read
+    back (the bytes written, then parsed as its runner reads it, its sourced files through
+    the host), so what is judged is the file, not the old process's command line."""
+    assert plan.launch is not None
+    written = a.t.read_file(source, max_bytes=1 << 20)
+    if written != new:
+        return f"{source} does not hold what was written"
+    kind = source_for(plan.launch.kind)
+    if not kind.file_backed:
+        return None  # the inventory: its rewrite was proved by loading it (fix/edits.py)
+
+    def read(path: str) -> bytes:
+        return a.t.read_file(path, max_bytes=1 << 20)
+
+    runs = kind.parse(written, source=source, path=source, service=service, read=read)
+    if plan.new_argv is not None and runs.argv != plan.new_argv:
+        return f"{source} as written would not run the planned command"
+    return None
 
 
 def _relaunch_verified(

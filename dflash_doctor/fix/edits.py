@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 from dflash_doctor.checks.base import Fix
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts.launch import logical_lines
 from dflash_doctor.facts.models import LaunchArgs
+from dflash_doctor.facts.shell import placeholders
+from dflash_doctor.fix import word_edits as wd
+from dflash_doctor.fix.compose_edits import edit_command
+from dflash_doctor.redact import redact_argv
 
 EDITABLE = ("set_flag", "remove_flag", "replace_flag")
 
@@ -32,109 +35,73 @@ class Edit:
         return cls(fix.action, fix.flag, fix.value, fix.replaces)
 
 
-def _flag_re(flag: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])(?:(=)(\S*)|([ \t]+)(?!-)(\S+))?")
-
-
-def _split_comment(line: str) -> tuple[str, str]:
-    """Code and trailing `# comment` of a shell line (a `#` inside quotes is not one)."""
-    quote = None
-    for i, ch in enumerate(line):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i], line[i:]
-    return line, ""
-
-
-def _quote(value: str) -> str:
-    return shlex.quote(value)
-
-
-class _Command:
-    """The physical lines of one logical launch command inside a file's lines."""
-
-    def __init__(self, lines: list[str], first: int, last: int) -> None:
-        self.lines = lines
-        self.first = first - 1  # 0-based
-        self.last = last - 1
-
-    def find(self, flag: str) -> tuple[int, re.Match[str]] | None:
-        pattern = _flag_re(flag)
-        for i in range(self.first, self.last + 1):
-            code, _ = _split_comment(self.lines[i])
-            m = pattern.search(code)
-            if m:
-                return i, m
-        return None
-
-    def set(self, flag: str, value: str | None) -> None:
-        found = self.find(flag)
-        if found is not None:
-            i, m = found
-            line = self.lines[i]
-            if value is None:
-                return
-            sep = "=" if m.group(1) else " "  # keep --flag=value or --flag value
-            new = f"{flag}{sep}{_quote(value)}"
-            self.lines[i] = line[: m.start()] + new + line[m.end() :]
-            return
-        self.append(f"{flag} {_quote(value)}" if value is not None else flag)
-
-    def append(self, text: str) -> None:
-        last = self.lines[self.last]
-        code, comment = _split_comment(last)
-        if self.last == self.first or comment:
-            # One-line command, or a comment at its end: add the flag on that line.
-            self.lines[self.last] = code.rstrip() + f" {text}" + (f"  {comment}" if comment else "")
-            return
-        indent = re.match(r"[ \t]*", last)
-        prefix = indent.group(0) if indent else "  "
-        self.lines[self.last] = code.rstrip() + " \\"
-        self.lines.insert(self.last + 1, prefix + text)
-        self.last += 1
-
-    def remove(self, flag: str) -> None:
-        found = self.find(flag)
-        if found is None:
-            return
-        i, m = found
-        line = self.lines[i]
-        rest = (line[: m.start()].rstrip(" \t") + " " + line[m.end() :].lstrip(" \t")).rstrip()
-        if rest.strip() in ("", "\\"):
-            del self.lines[i]
-            self.last -= 1
-            if i > self.last and self.last >= self.first:
-                # The removed line ended the command: its predecessor must end it now.
-                self.lines[self.last] = re.sub(r"\s*\\\s*$", "", self.lines[self.last])
+def _edit_one(text: str, r: wd.Reading, e: Edit, quote: wd.Quote) -> str:
+    """One edit on the words of `r`, with edit_argv's rules (its first match, its value test)."""
+    target = e.replaces if e.action == "replace_flag" and e.replaces else e.flag
+    words = r.words
+    i = wd.locate(words, target)
+    if e.action == "remove_flag":
+        if i is None:
+            return text
+        has_value = "=" not in words[i] and i + 1 < len(words) and not words[i + 1].startswith("-")
+        return wd.remove_words(text, r, i, i + int(has_value))
+    if i is None:
+        new = [e.flag] + ([e.value] if e.value is not None else [])
+        return wd.append_words(text, r, " ".join(quote(w) for w in new))
+    if "=" in words[i]:
+        if e.value is None:
+            return wd.rename_flag(text, r, i, target, e.flag)
+        return wd.replace_word(text, r, i, quote(f"{e.flag}={e.value}"))
+    if e.value is not None:
+        if i + 1 < len(words) and not words[i + 1].startswith("-"):
+            if words[i + 1] != e.value:
+                text = wd.replace_word(text, r, i + 1, quote(e.value))
         else:
-            self.lines[i] = rest if not line.endswith("\\") or rest.endswith("\\") else rest + " \\"
-
-    def replace(self, old: str, new: str, value: str | None) -> None:
-        found = self.find(old)
-        if found is None:
-            self.set(new, value)
-            return
-        i, m = found
-        line = self.lines[i]
-        if value is None:
-            self.lines[i] = line[: m.start()] + new + line[m.start() + len(old) :]
-        else:
-            sep = "=" if m.group(1) else " "
-            self.lines[i] = line[: m.start()] + f"{new}{sep}{_quote(value)}" + line[m.end() :]
+            text = wd.insert_after(text, r, i, quote(e.value))
+    return text if words[i] == e.flag else wd.replace_word(text, r, i, quote(e.flag))
 
 
-def _apply(cmd: _Command, edits: list[Edit]) -> None:
+def _first_difference(got: list[str], want: list[str]) -> str:
+    """Where two argvs part, redacted and with lost expansions shown as `${NAME}`."""
+    got_s, want_s = (
+        redact_argv([placeholders(w) for w in got]),
+        redact_argv([placeholders(w) for w in want]),
+    )
+    n = next((k for k, (a, b) in enumerate(zip(got_s, want_s, strict=False)) if a != b), None)
+    if n is None:
+        return f"{len(got_s)} words where the plan has {len(want_s)}"
+    return f"word {n + 1} reads {got_s[n]!r} where the plan has {want_s[n]!r}"
+
+
+def edit_words(text: str, edits: list[Edit], read: wd.Reader, quote: wd.Quote) -> str:
+    """Make `edits` on the launch command `read` finds in `text`, then read the result back
+    the same way: its argv must be edit_argv's of the one read before, and everything else
+    in the file must read the same; otherwise FactError (nothing is written)."""
+    before = read(text)
+    out = text
     for e in edits:
-        if e.action == "set_flag":
-            cmd.set(e.flag, e.value)
-        elif e.action == "remove_flag":
-            cmd.remove(e.flag)
-        elif e.action == "replace_flag":
-            cmd.replace(e.replaces or e.flag, e.flag, e.value)
+        out = _edit_one(out, read(out), e, quote)
+    try:
+        after = read(out)
+    except FactError as err:
+        raise FactError(f"refused: the edited file would not read back ({err})") from None
+    promised = edit_argv(before.words, edits)
+    if after.words != promised:
+        raise FactError(
+            f"refused: the edited file would not run the planned command "
+            f"({_first_difference(after.words, promised)}); edit it by hand"
+        )
+    if after.others != before.others:
+        raise FactError("refused: the edit would change another command of the file")
+    return out
+
+
+def edit_shell(text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+    """A shell script or systemd unit (`launch.kind`) with `edits` made on its launch
+    command, proved by reading it back (fix/word_edits.py)."""
+    if launch.kind == "systemd":
+        return edit_words(text, edits, wd.read_unit, wd.quote_systemd)
+    return edit_words(text, edits, wd.read_script, wd.quote_shell)
 
 
 def _join(lines: list[str], original: str) -> str:
@@ -142,84 +109,10 @@ def _join(lines: list[str], original: str) -> str:
     return text + "\n" if original.endswith("\n") else text
 
 
-def edit_shell(text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
-    """A shell script or systemd unit whose launch command spans `launch.command_lines`."""
-    if launch.command_lines is None:
-        raise FactError("the launch command's lines are unknown")
-    lines = text.splitlines()
-    first, last = launch.command_lines
-    known = {ll.first for ll in logical_lines(text)}
-    if first not in known or last > len(lines):
-        raise FactError("the launch file changed since it was read")
-    cmd = _Command(lines, first, last)
-    _apply(cmd, edits)
-    return _join(lines, text)
-
-
-def _command_items(lines: list[str], start: int) -> list[int]:
-    """Line indexes of the `- item` lines of the block list that starts after `start`."""
-    items = []
-    for i in range(start + 1, len(lines)):
-        if re.match(r"\s*-\s", lines[i]):
-            items.append(i)
-        elif lines[i].strip() and not lines[i].lstrip().startswith("#"):
-            break
-    return items
-
-
-def edit_compose(text: str, edits: list[Edit]) -> str:
-    """A compose file whose SGLang service's `command:` is a block list (`- item` per line)."""
-    lines = text.splitlines()
-    items: list[int] = []
-    for start, line in enumerate(lines):
-        if re.match(r"\s*command:\s*$", line):
-            candidate = _command_items(lines, start)
-            # Only the service that runs SGLang: other services have commands too.
-            if any("launch_server" in lines[i] for i in candidate):
-                items = candidate
-                break
-    if not items:
-        raise FactError(
-            "no compose `command:` block list runs sglang.launch_server; edit it by hand"
-        )
-    indent = re.match(r"(\s*-\s+)", lines[items[0]])
-    dash = indent.group(1) if indent else "  - "
-
-    def value_of(i: int) -> str:
-        raw = lines[i].split("-", 1)[1].strip()
-        return raw.strip("'\"")
-
-    def index_of(flag: str) -> int | None:
-        for n, i in enumerate(items):
-            if value_of(i) == flag:
-                return n
-        return None
-
-    for e in edits:
-        target = e.replaces if e.action == "replace_flag" and e.replaces else e.flag
-        n = index_of(target)
-        if e.action == "remove_flag":
-            if n is None:
-                continue
-            drop = [items[n]]
-            if n + 1 < len(items) and not value_of(items[n + 1]).startswith("-"):
-                drop.append(items[n + 1])
-            for i in reversed(drop):
-                del lines[i]
-            return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
-        if n is None:
-            at = items[-1] + 1
-            new = [f"{dash}{e.flag}"] + ([f'{dash}"{e.value}"'] if e.value is not None else [])
-            lines[at:at] = new
-            return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
-        lines[items[n]] = f"{dash}{e.flag}"
-        if e.value is not None:
-            if n + 1 < len(items) and not value_of(items[n + 1]).startswith("-"):
-                lines[items[n + 1]] = f'{dash}"{e.value}"'
-            else:
-                lines.insert(items[n] + 1, f'{dash}"{e.value}"')
-                return edit_compose(_join(lines, text), edits[edits.index(e) + 1 :])
-    return _join(lines, text)
+def edit_compose(text: str, edits: list[Edit], service: str | None = None) -> str:
+    """A compose file whose SGLang service's `command:` (a list or a string) gets `edits`,
+    proved by loading the result (fix/compose_edits.py)."""
+    return edit_command(text, lambda argv: edit_argv(argv, edits), service)
 
 
 def edit_argv(argv: list[str], edits: list[Edit]) -> list[str]:
