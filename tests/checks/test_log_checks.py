@@ -6,6 +6,8 @@ cites file:line per release) and read by the real scan, then judged by the check
 
 from __future__ import annotations
 
+import pytest
+
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import Severity
 from dflash_doctor.facts.log_patterns import pattern
@@ -148,6 +150,33 @@ def test_dfd122_crash_in_the_latest_start_is_an_error() -> None:
     (f,) = r.findings
     assert f.severity == Severity.ERROR and f.impact["last_line"] == 3
     assert "drafter" in (f.fixes[0].note or "")
+
+
+@pytest.mark.parametrize(
+    ("pattern_id", "release"),
+    [
+        ("crash_window_positive_0511", "0.5.11"),
+        ("crash_window_positive", "0.5.23"),
+        ("crash_window_below_block", "0.5.11"),
+        ("crash_window_below_block", "0.5.23"),
+        ("crash_sink_without_window", "0.5.21"),
+        ("crash_block_size_flags_differ", "0.5.23"),
+        ("crash_sliding_window_required", "0.5.14"),
+        ("crash_target_hidden_mismatch", "0.5.23"),
+    ],
+)
+def test_a_log_ending_in_a_startup_refusal_is_a_crash_not_a_healthy_server(
+    pattern_id: str, release: str
+) -> None:
+    """Issue 21: each start-up refusal text (DFD111's) is a crash signature, so a host whose
+    log ends in one is diagnosed. Sites: window positive server_args.py 0.5.11:3382,
+    arg_groups/speculative_hook.py 0.5.23:206; window below block 0.5.11:3425, 0.5.23:431;
+    sink 0.5.21:193; flags differ 0.5.23:378; dflash_utils.py 0.5.14:352; models/dflash.py
+    0.5.23:835."""
+    crash = "ValueError: " + text(pattern_id, release)
+    (f,) = result("DFD152", log_of(*start(release), crash), release).findings
+    assert f.severity == Severity.ERROR, f.message
+    assert pattern(pattern_id).meaning in f.title
 
 
 def test_dfd122_crash_before_a_later_start_is_a_warning() -> None:
