@@ -255,6 +255,8 @@ def require_starts(facts: HostFacts) -> None:
     release = startup_release(facts)
     if launch is None or release is None or launch.sglang_rejects or launch.unknown_args:
         return
+    if facts.runtime.value is not None:
+        return  # a server answers: it started (a refusal is the next restart's, DFD111/DFD112)
     found = predicted(facts, launch, release)
     if found:
         _, fmt, _, refusal = found[0]

@@ -164,3 +164,19 @@ def test_fill_takes_each_fields_last_name() -> None:
     fmt = pattern("crash_block_size_flags_differ").formats[-1].format
     filled = fill(fmt, {"speculative_num_draft_tokens": 8, "speculative_dflash_block_size": 16})
     assert "{" not in filled and "=8," in filled and "=16." in filled
+
+
+def test_a_server_that_answers_is_judged_even_if_a_restart_would_be_refused() -> None:
+    """Running 0.5.13 with 0.5.14 installed: the qwen3 drafter without use_sliding_window
+    starts on 0.5.13 (layer_types ignored) and is refused by a 0.5.14 restart (DFD111); the
+    verdicts on the running server still run."""
+    from dflash_doctor.facts.models import Fact, ServerRuntime
+
+    args = replay_launch(launch("--speculative-draft-window-size", "8"), "0.5.14")
+    facts = host_facts(
+        drafter=drafter_cfg(), target=target_cfg(), launch_args=args, version="0.5.13"
+    )
+    facts.runtime = Fact.of(ServerRuntime(url="http://h:30000", endpoint="/server_info"))
+    r = run_check(CATALOG["DFD102"], facts)
+    assert r.status == "failed", r.reason
+    assert run_check(CATALOG["DFD111"], facts).status == "failed"
