@@ -127,16 +127,13 @@ def test_block_size_flags(version: str) -> None:
     assert same.findings == []
 
 
-QWEN3_NO_SWA = {"use_sliding_window": False}
-
-
 @pytest.mark.parametrize(("version", "refused"), [("0.5.13", False), ("0.5.14", True)])
 @pytest.mark.parametrize("version_end", ["first", "last"])
 def test_sliding_layers_without_a_window(version: str, refused: bool, version_end: str) -> None:
     """A qwen3 drafter with sliding layers but use_sliding_window false: Qwen3Config
     (transformers 5.6.0-5.19.0 models/qwen3/configuration_qwen3.py:87) nulls the window."""
     v = {"first": version, "last": "0.5.23" if refused else "0.5.11"}[version_end]
-    r = judge(v, drafter=drafter_cfg(**QWEN3_NO_SWA))
+    r = judge(v, drafter=drafter_cfg(use_sliding_window=False))
     if refused:
         (msg,) = texts(r)
         assert "DFLASH sliding_attention layers require config.sliding_window." in msg
