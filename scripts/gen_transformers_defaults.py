@@ -10,8 +10,10 @@ SGLang hands the DFlash drafter the config object transformers builds from `conf
 the JSON: whether the class derives `layer_types` when the file has none (else SGLang gets
 None and builds every layer full: models/dflash.py 0.5.14:47-49, 0.5.23:169-171), and the
 class default of `max_position_embeddings` (SGLang's `get_context_length` reads the
-attribute). Per model_type, per pinned transformers release, a row `[derives, max_pos,
-site]`. SGLang's pins (each wheel's METADATA `Requires-Dist`):
+attribute). Per model_type, per pinned transformers release, a row: `derives`, `max_pos`,
+`site`, and for a class that derives layer types by a rule modelled here (the same
+statements as Qwen3Config's or GptOssConfig's, compared as ASTs) its `rule` and the
+`defaults` that rule reads. SGLang's pins (each wheel's METADATA `Requires-Dist`):
 0.5.11-0.5.12.post1 transformers==5.6.0, 0.5.13-0.5.14 5.8.1, 0.5.15-0.5.21 5.12.1,
 0.5.22-0.5.23 5.19.0.
 """
@@ -42,6 +44,54 @@ def _int_expr(node: ast.expr | None) -> int | None:
     return None
 
 
+def _constant(node: ast.expr | None) -> object:
+    """A literal default (int, bool, None); the marker "?" for anything else."""
+    if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, bool)):
+        return node.value
+    value = _int_expr(node)
+    return "?" if value is None else value
+
+
+def _defaults(node: ast.ClassDef) -> dict[str, object]:
+    """The class defaults the layer-type rules read (sliding_window, use_sliding_window,
+    max_window_layers); absent attributes are left out."""
+    found: dict[str, object] = {}
+    for stmt in node.body:
+        named = isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+        if named and stmt.target.id in (
+            "sliding_window",
+            "use_sliding_window",
+            "max_window_layers",
+        ):
+            found[stmt.target.id] = _constant(stmt.value)
+    return found
+
+
+def _assigns(stmt: ast.stmt, attr: str) -> bool:
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == attr
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and isinstance(n.ctx, ast.Store)
+        for n in ast.walk(stmt)
+    )
+
+
+def rule_fingerprint(node: ast.ClassDef) -> str:
+    """The statements of the class's methods that set self.sliding_window or
+    self.layer_types, as ast.dump without positions: two classes with the same fingerprint
+    derive layer types by the same rule."""
+    parts = [
+        ast.dump(stmt)
+        for fn in node.body
+        if isinstance(fn, ast.FunctionDef)
+        for stmt in fn.body
+        if _assigns(stmt, "sliding_window") or _assigns(stmt, "layer_types")
+    ]
+    return "\n".join(parts)
+
+
 def _class_facts(node: ast.ClassDef) -> tuple[str | None, int | None, bool]:
     """(model_type, max_position_embeddings default, whether it assigns self.layer_types)."""
     model_type: str | None = None
@@ -70,6 +120,11 @@ def _class_facts(node: ast.ClassDef) -> tuple[str | None, int | None, bool]:
     return model_type, max_pos, derives
 
 
+# The rules dflash-doctor models (facts/model_config.py): a class whose fingerprint equals
+# one of these classes' derives layer types exactly as it does.
+RULE_CLASSES = {"qwen3": "Qwen3Config", "gpt_oss": "GptOssConfig"}
+
+
 def read_release(root: Path) -> dict[str, dict[str, object]]:
     """model_type -> {derives (layer_types), max_pos (max_position_embeddings default),
     site (models/<dir>/configuration_*.py:class line)} for one release."""
@@ -83,8 +138,29 @@ def read_release(root: Path) -> dict[str, dict[str, object]]:
             if model_type is None or model_type in found:
                 continue
             site = f"{path.parent.name}/{path.name}:{node.lineno}"
-            found[model_type] = {"derives": derives, "max_pos": max_pos, "site": site}
+            found[model_type] = {
+                "derives": derives,
+                "max_pos": max_pos,
+                "site": site,
+                "fingerprint": rule_fingerprint(node),
+                "defaults": _defaults(node),
+            }
+    fingerprints = {rule: found[rule]["fingerprint"] for rule in RULE_CLASSES if rule in found}
+    for facts in found.values():
+        rule = next((r for r, fp in fingerprints.items() if fp == facts["fingerprint"]), None)
+        facts["rule"] = rule if facts["derives"] else None
+        del facts["fingerprint"]
     return found
+
+
+def _row(facts: dict[str, object]) -> dict[str, object]:
+    """The stored row: derives/max_pos/site always; rule and the defaults it reads only for
+    a class whose rule is modelled."""
+    row = {k: facts[k] for k in ("derives", "max_pos", "site")}
+    if facts["rule"] is not None:
+        row["rule"] = facts["rule"]
+        row["defaults"] = facts["defaults"]
+    return row
 
 
 def generate(tf: Path) -> dict[str, object]:
@@ -95,11 +171,11 @@ def generate(tf: Path) -> dict[str, object]:
     table: dict[str, object] = {}
     for mt in model_types:
         per = {v: r[mt] for v, r in releases.items() if mt in r}
-        facts = {json.dumps([f["derives"], f["max_pos"]]) for f in per.values()}
-        rows = {v: [f["derives"], f["max_pos"], f["site"]] for v, f in per.items()}
-        # One row [derives, max_pos, site] where every release that has the class agrees (the
-        # newest's site), else a row per release.
-        table[mt] = list(rows.values())[-1] if len(facts) == 1 else rows
+        rows = {v: _row(f) for v, f in per.items()}
+        # One row where every release that has the class agrees (the newest's site), else a
+        # row per release.
+        same = len({json.dumps({k: v for k, v in r.items() if k != "site"}) for r in rows.values()})
+        table[mt] = list(rows.values())[-1] if same == 1 else rows
     return {
         "generated_by": "scripts/gen_transformers_defaults.py",
         "releases": list(releases),

@@ -13,7 +13,7 @@ from typing import Any
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import DrafterConfig, TargetConfig
-from dflash_doctor.facts.transformers_defaults import class_defaults
+from dflash_doctor.facts.transformers_defaults import ClassDefaults, class_defaults
 
 # Config files are a few KiB; anything far larger is not a model config.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
@@ -130,19 +130,15 @@ def _rope_theta(obj: dict[str, Any]) -> float | None:
     return None
 
 
-# Defaults of the transformers config classes, read in transformers 5.25.0. The SGLang
-# wheels pin (Requires-Dist in each wheel's METADATA) transformers==5.6.0 (0.5.11-0.5.12.post1),
-# 5.8.1 (0.5.13-0.5.14), 5.12.1 (0.5.15-0.5.21) and 5.19.0 (0.5.22, 0.5.23); these lines
-# were read as unchanged through 5.12.1, not yet re-read in 5.19.0:
-# models/qwen3/configuration_qwen3.py:76-78 (use_sliding_window False, sliding_window 4096,
-# max_window_layers 28), :86 (sliding_window dropped unless use_sliding_window), :90-95
-# (layer i sliding when sliding_window is set and i >= max_window_layers);
-# models/gpt_oss/configuration_gpt_oss.py:59 (sliding_window 128), :84-87 (layer i sliding
-# when (i + 1) % 2, i.e. even layers sliding, odd layers full).
-QWEN3_DEFAULT_SLIDING_WINDOW = 4096
-QWEN3_DEFAULT_MAX_WINDOW_LAYERS = 28
-GPT_OSS_DEFAULT_SLIDING_WINDOW = 128
-DERIVED_MODEL_TYPES = ("qwen3", "gpt_oss")
+# How transformers' config classes derive layer types and fill defaults is data
+# (data/transformers_defaults.json, generated from the transformers wheels SGLang pins:
+# 5.6.0 for 0.5.11-0.5.12.post1, 5.8.1 for 0.5.13-0.5.14, 5.12.1 for 0.5.15-0.5.21, 5.19.0
+# for 0.5.22-0.5.23). Two rules are modelled, by the statements of the class that defines
+# them (classes with the same statements share the rule, e.g. Qwen2Config):
+# "qwen3" (models/qwen3/configuration_qwen3.py 5.19.0:87, sliding_window kept only when
+# use_sliding_window; :91-97, layer i sliding when the window is set and
+# i >= max_window_layers) and "gpt_oss" (models/gpt_oss/configuration_gpt_oss.py
+# 5.19.0:83-86, layer i sliding when (i + 1) % 2).
 
 # SGLang's `get_context_length` (srt/utils/hf_transformers/common.py, identical in every
 # release 0.5.11-0.5.23: 0.5.11 lines 356-382, 0.5.23 lines 668-694): the first of these keys
@@ -231,20 +227,18 @@ def is_nemotron_35_draft(obj: dict[str, Any], dflash: dict[str, Any]) -> bool:
 
 
 def _resolved_window(
-    model_type: str | None, obj: dict[str, Any], use_sw: bool
+    cls: ClassDefaults | None, obj: dict[str, Any], use_sw: bool
 ) -> tuple[int | None, str]:
     """The `sliding_window` the transformers config class leaves for SGLang to read."""
     raw = _int(obj, "sliding_window")
     # A class default fills only an absent key; an explicit null stays None.
     absent = "sliding_window" not in obj
-    if model_type == "qwen3":
-        if not use_sw:
-            return None, "use_sliding_window"
-        if absent:
-            return QWEN3_DEFAULT_SLIDING_WINDOW, "Qwen3Config default"
-        return raw, "sliding_window"
-    if model_type == "gpt_oss" and absent:
-        return GPT_OSS_DEFAULT_SLIDING_WINDOW, "GptOssConfig default"
+    default = cls.default("sliding_window") if cls is not None else None
+    named = f"{cls.model_type} config class default" if cls is not None else ""
+    if cls is not None and cls.rule == "qwen3" and not use_sw:
+        return None, "use_sliding_window"
+    if absent and isinstance(default, int) and cls is not None and cls.rule is not None:
+        return default, named
     return raw, "sliding_window"
 
 
@@ -274,7 +268,7 @@ def _use_sliding_window(obj: dict[str, Any]) -> bool:
 
 def _drafter_layer_types(
     obj: dict[str, Any],
-    model_type: str | None,
+    cls: ClassDefaults | None,
     num_layers: int,
     window: int | None,
     use_sw: bool,
@@ -283,27 +277,24 @@ def _drafter_layer_types(
     layer_types = _str_list(obj, "layer_types")
     source = "config"
     if layer_types is None:
-        max_window_layers = _int(obj, "max_window_layers")
-        if model_type == "qwen3":
+        rule = cls.rule if cls is not None else None
+        if rule == "qwen3" and cls is not None:
             source = "qwen3"
-            layer_types = derive_layer_types(
-                num_layers,
-                window,
-                use_sw,
-                max_window_layers
-                if max_window_layers is not None
-                else QWEN3_DEFAULT_MAX_WINDOW_LAYERS,
-            )
-        elif model_type == "gpt_oss":
+            max_window_layers = _int(obj, "max_window_layers")
+            fallback = cls.default("max_window_layers")
+            if max_window_layers is None and isinstance(fallback, int):
+                max_window_layers = fallback
+            layer_types = derive_layer_types(num_layers, window, use_sw, max_window_layers or 0)
+        elif rule == "gpt_oss":
             source = "gpt_oss"
             layer_types = derive_gpt_oss_layer_types(num_layers)
-        elif (cls := class_defaults(model_type)) is not None and not cls.derives_layer_types:
+        elif cls is not None and not cls.derives_layer_types:
             # The class has no layer_types: SGLang gets None and builds every layer full
             # (models/dflash.py 0.5.14:47-49, 0.5.23:169-171; 0.5.11-0.5.13 always full).
             source = "class_default"
             layer_types = ["full_attention"] * num_layers
         else:
-            # A class that derives layer_types in a way not modelled here, or a model_type
+            # A class that derives layer_types by a rule not modelled here, or a model_type
             # transformers does not know: say so, never guess.
             source = "unknown"
             layer_types = []
@@ -342,14 +333,15 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     dflash = obj.get("dflash_config") or {}
     if not isinstance(dflash, dict):
         raise FactError("key 'dflash_config' should be an object")
-    window, window_source = _resolved_window(model_type, obj, use_sw)
+    cls = class_defaults(model_type)
+    window, window_source = _resolved_window(cls, obj, use_sw)
     swa = _int(dflash, "swa_window_size")
     if window is None and swa is not None and is_nemotron_35_draft(obj, dflash):
         # SGLang 0.5.19+ reads it when sliding_window is absent: dflash_utils.py
         # get_dflash_attention_sliding_window_size (0.5.19:418, 0.5.23:409-410).
         window, window_source = swa, "dflash_config.swa_window_size"
     derived = _str_list(obj, "layer_types") is None
-    layer_types, source = _drafter_layer_types(obj, model_type, num_layers, window, use_sw)
+    layer_types, source = _drafter_layer_types(obj, cls, num_layers, window, use_sw)
     block_size, block_key = _dflash_first(dflash, obj, "block_size")
     num_target_layers, ntl_key = _dflash_first(dflash, obj, "num_target_layers")
     dtype = obj.get("torch_dtype", obj.get("dtype"))

@@ -206,8 +206,8 @@ def test_a_class_without_layer_types_is_judged_all_full() -> None:
 
 
 def test_a_class_that_derives_layer_types_unmodelled_is_skipped() -> None:
-    """Qwen2Config derives layer_types (its own rule, not modelled): say so, never guess."""
-    cfg = drafter_cfg(layer_types=None, model_type="qwen2")
+    """GlmMoeDsaConfig derives layer_types by its own rule, not modelled: say so."""
+    cfg = drafter_cfg(layer_types=None, model_type="glm_moe_dsa")
     assert cfg.layer_types_source == "unknown"
     r = result("DFD130", drafter=cfg, launch_args=launch("--speculative-draft-window-size", "2048"))
     assert r.status == "skipped" and "layer types unknown" in (r.reason or "")

@@ -146,8 +146,8 @@ def test_qwen3_defaults_as_qwen3config() -> None:
 
 
 def test_unknown_model_type_is_not_guessed() -> None:
-    """Qwen2Config derives layer_types by a rule not modelled; `no_such` is no class."""
-    for model_type in ("qwen2", "no_such"):
+    """GlmMoeDsaConfig derives layer_types by a rule not modelled; `no_such` is no class."""
+    for model_type in ("glm_moe_dsa", "no_such"):
         cfg = parse_drafter_config(_cfg(model_type=model_type, sliding_window=512), "c.json")
         assert cfg.layer_types_source == "unknown" and cfg.layer_types == []
 
@@ -201,3 +201,23 @@ def test_nemotron_35_swa_window_size() -> None:
     assert cfg.sliding_window_source == "dflash_config.swa_window_size"
     other = dict(nemotron, has_lm_head=True)
     assert parse_drafter_config(_cfg(**other), "c.json").effective_sliding_window is None
+
+
+def test_a_class_with_qwen3s_statements_derives_as_qwen3() -> None:
+    """Qwen2Config's __post_init__ sets sliding_window and layer_types with Qwen3Config's
+    statements (transformers 5.8.1-5.19.0 models/qwen2/configuration_qwen2.py:84-93):
+    the generated data names it rule "qwen3", and its own defaults fill absent keys."""
+    cfg = parse_drafter_config(
+        _cfg(
+            model_type="qwen2",
+            num_hidden_layers=6,
+            use_sliding_window=True,
+            max_window_layers=3,
+            sliding_window=2048,
+        ),
+        "c.json",
+    )
+    assert cfg.layer_types_source == "qwen3"
+    assert cfg.sliding_layers == [3, 4, 5] and cfg.effective_sliding_window == 2048
+    off = parse_drafter_config(_cfg(model_type="qwen2", sliding_window=2048), "c.json")
+    assert off.sliding_layers == [] and off.sliding_window_unset

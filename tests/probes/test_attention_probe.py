@@ -154,7 +154,7 @@ def test_shard_shapes_follow_tp(tp: int, heads: int, kv_heads: int) -> None:
 def test_unknown_layer_types_are_not_guessed() -> None:
     from dflash_doctor.facts.model_config import parse_drafter_config
 
-    config = {k: v for k, v in KIMI.items() if k != "layer_types"} | {"model_type": "llama"}
+    config = {k: v for k, v in KIMI.items() if k != "layer_types"} | {"model_type": "glm_moe_dsa"}
     cfg = parse_drafter_config(json.dumps(config).encode(), "config.json")
     assert cfg.layer_types_source == "unknown"
     with pytest.raises(FactError, match="layer types are unknown"):
