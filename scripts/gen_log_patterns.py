@@ -40,6 +40,10 @@ class Spec:
     files: tuple[str, ...] = ()  # restrict the search to these files (relative to sglang/)
     meaning: str = ""
     workaround: str = ""
+    # f-string fields the caller always fills the same way (`field_name="DFLASH block_size"`
+    # for a generic helper's text): put into the format before its regex is derived, so the
+    # pattern matches only that use of the helper.
+    fill: tuple[tuple[str, str], ...] = ()
 
 
 _METRICS = (
@@ -232,6 +236,13 @@ SPEC: tuple[Spec, ...] = (
         workaround="raise the draft window to at least the block size, or remove the flag",
     ),
     Spec(
+        "crash_sink_negative",
+        "crash",
+        "--speculative-draft-sink-size must be non-negative",
+        meaning="The draft sink size is negative (0.5.21+).",
+        workaround="remove --speculative-draft-sink-size, or set it to 0 or more",
+    ),
+    Spec(
         "crash_sink_without_window",
         "crash",
         "--speculative-draft-sink-size requires --speculative-draft-window-size.",
@@ -251,6 +262,15 @@ SPEC: tuple[Spec, ...] = (
         "but they differ. For DFLASH they must match.",
         meaning="--speculative-num-draft-tokens and its alias --speculative-dflash-block-size are both set, to different values.",
         workaround="keep one of the two flags, at the drafter's block_size",
+    ),
+    Spec(
+        "crash_draft_block_size_positive",
+        "crash",
+        "must be {comparator}, got {parsed}.",
+        ("srt/speculative/dflash_utils.py",),
+        meaning="The drafter's block_size (dflash_config first, then the top level) is below 1: the draft model is not built.",
+        workaround="set the drafter's block_size (dflash_config.block_size) to the block it was trained with",
+        fill=(("field_name", "DFLASH block_size"),),
     ),
     Spec(
         "crash_target_hidden_mismatch",
@@ -366,6 +386,8 @@ def sites(root: Path, sources: dict[Path, bytes], spec: Spec) -> list[dict[str, 
         for line, style, text in strings_of(path):
             if spec.needle in text:
                 rel = str(path.relative_to(root))
+                for name, value in spec.fill:
+                    text = text.replace("{" + name + "}", value)
                 out.append({"file": rel, "line": line, "style": style, "format": text})
     return out
 
@@ -409,6 +431,8 @@ def generate(wheels: Path) -> dict[str, object]:
         lo, hi = version_key(present[0]), version_key(present[-1])
         gaps = [v for v in versions if lo <= version_key(v) <= hi and not per_version[v]]
         extra = {"meaning": spec.meaning, "workaround": spec.workaround} if spec.meaning else {}
+        if spec.fill:
+            extra["fill"] = dict(spec.fill)
         patterns.append(
             {
                 "id": spec.id,

@@ -62,6 +62,9 @@ class LogPattern:
     meaning: str = ""
     workaround: str = ""
     literal: str = ""  # the needle up to its first placeholder: a cheap test first
+    # Fields of a generic helper's f-string that every cited call fills alike, already put
+    # into the formats (`field_name` -> `DFLASH block_size`).
+    fill: tuple[tuple[str, str], ...] = ()
 
     def search(self, text: str) -> re.Match[str] | None:
         if self.literal not in text:
@@ -130,6 +133,7 @@ def patterns() -> dict[str, LogPattern]:
             meaning=p.get("meaning", ""),
             workaround=p.get("workaround", ""),
             literal=re.split(r"[{%]", p["needle"])[0],
+            fill=tuple(p.get("fill", {}).items()),
         )
     return out
 

@@ -64,6 +64,8 @@ def test_every_cited_line_is_in_the_wheel() -> None:
         for fmt in p.formats:
             # f"{x=}" is rendered x={x!r}; put it back as written.
             source_form = re.sub(r"([\w.]+)=\{\1!r\}", r"{\1=}", fmt.format)
+            for name, value in p.fill:  # a generic helper's field, filled by the generator
+                source_form = source_form.replace(value, "{" + name + "}")
             pieces = re.split(r"\{[^{}]*\}|%[-.\d]*[sdrf]", source_form)
             piece = max(pieces, key=len)[:20]
             for release, sites in fmt.sites.items():
