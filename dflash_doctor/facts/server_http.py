@@ -63,7 +63,7 @@ META_KEYS = (
 )
 HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 MAX_TEXT_PAYLOAD = 8 * 1024 * 1024  # the decompressed text of one cell
-SIZE_ROUNDS = 3  # tokenize-and-trim rounds to reach a cell's context length
+SIZE_ROUNDS = 6  # tokenize-and-trim rounds to reach a cell's context length
 SIZE_TOLERANCE = 0.02
 _PROM = re.compile(r"^(sglang:[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -236,6 +236,17 @@ def token_counts(c: Client, prompts: list[str]) -> list[int] | None:
     return [int(k) for k in counts]
 
 
+def next_chars(chars: int, count: int, size: int, bounds: list[list[int]]) -> int:
+    """The next excerpt length: between the lengths measured under and over the size,
+    interpolated (text density varies along an excerpt); scaled by the ratio until both
+    are known. `bounds` is [[chars, count] under, [chars, count] over]."""
+    (lo, lo_k), (hi, hi_k) = bounds
+    if hi_k <= lo_k or hi <= lo + 1:
+        return max(1, int(chars * size / max(count, 1)))
+    guess = lo + (size - lo_k) * (hi - lo) // (hi_k - lo_k)
+    return min(max(guess, lo + 1), hi - 1)
+
+
 def text_prompts(c: Client, text: dict[str, Any], n: int) -> tuple[list[str], str]:
     """The cell's n prompts and how they were sized: "tokenize", "estimate", "as given"."""
     docs = unpack_docs(text)
@@ -257,16 +268,23 @@ def text_prompts(c: Client, text: dict[str, Any], n: int) -> tuple[list[str], st
         return build([None] * n), "as given"
     size = int(size)
     chars: list[int | None] = [int(size * float(text.get("chars_per_token") or 4.0))] * n
+    best: list[tuple[int, int | None]] = [(1 << 30, ch) for ch in chars]  # (error, chars)
+    bounds = [[[0, 0], [0, 0]] for _ in range(n)]  # [chars, count] under / over the size
     sized_by = "estimate"
     for _ in range(SIZE_ROUNDS):
         counts = token_counts(c, build(chars))
         if counts is None:
             break
         sized_by = "tokenize"
-        if all(abs(k - size) <= max(2, size * SIZE_TOLERANCE) for k in counts):
+        for i, k in enumerate(counts):
+            if abs(k - size) < best[i][0]:
+                best[i] = (abs(k - size), chars[i])
+            bounds[i][0 if k <= size else 1] = [chars[i] or 1, k]
+        if all(err <= max(2, size * SIZE_TOLERANCE) for err, _ in best):
             break
-        # Scale each excerpt by how far its count is from the target (the ratio converges).
-        chars = [max(1, int((chars[i] or 1) * size / max(k, 1))) for i, k in enumerate(counts)]
+        chars = [next_chars(chars[i] or 1, k, size, bounds[i]) for i, k in enumerate(counts)]
+    # Send what was measured closest (never an unmeasured last guess).
+    chars = [ch for _, ch in best]
     return build(chars), sized_by
 
 
