@@ -171,8 +171,8 @@ def test_interval_is_student_t_over_repeats() -> None:
         BenchRequest(completion_tokens=10, spec_verify_ct=1, spec_accept_length=10.0),
     ]
     assert request_weighted(rows) == 6.0
-    assert abs(BenchCell(context=1, concurrency=2, temperature=0, max_new_tokens=100,
-                         requests=rows).accept_length - 110 / 51) < 1e-9  # fmt: skip
+    pooled = BenchCell(context=1, concurrency=2, temperature=0, max_new_tokens=100, requests=rows)
+    assert pooled.accept_length == 110 / 51
 
 
 def test_prometheus_samples_and_scrubbed_server_info() -> None:
@@ -420,7 +420,11 @@ def test_bench_sends_real_text_sized_and_repeated(stand_in, tmp_path: Path) -> N
         # sized with the server's tokenizer to the cell's context, task included
         for r in c["per_request"]:
             assert abs(r["prompt_tokens"] - c["context"]) <= max(3, 0.03 * c["context"]), (
-                c["prompts"], c["concurrency"], c["temperature"], [x["prompt_tokens"] for x in c["per_request"]])
+                c["prompts"],
+                c["concurrency"],
+                c["temperature"],
+                [x["prompt_tokens"] for x in c["per_request"]],
+            )
             assert r["completion_tokens"] <= 32
     assert any(c["stopped_share"] for c in cells)  # natural stop, the cap only a cap
     # What reached the server: corpus text, never ids, never ignore_eos; repeats differ.

@@ -291,7 +291,7 @@ def text_prompts(c: Client, text: dict[str, Any], n: int) -> tuple[list[str], st
 def cell_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """The /generate bodies of a cell and how its text was sized (None: random ids)."""
     n = int(cell["concurrency"])
-    params = {
+    params: dict[str, Any] = {
         "max_new_tokens": int(cell["max_new_tokens"]),
         "temperature": float(cell["temperature"]),
     }
