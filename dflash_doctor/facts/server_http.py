@@ -300,11 +300,9 @@ def cell_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], 
         prompts, sized_by = text_prompts(c, text, n)
         return [{"text": p, "sampling_params": dict(params)} for p in prompts], sized_by
     seed, ctx, vocab = str(cell["seed"]), int(cell["context"]), int(cell["vocab"])
-    bodies = [
-        {
-            "input_ids": prompt(seed, i, ctx, vocab),
-            "sampling_params": {**params, "ignore_eos": True},
-        }
+    control: dict[str, Any] = {**params, "ignore_eos": True}  # content-free: run to the cap
+    bodies: list[dict[str, Any]] = [
+        {"input_ids": prompt(seed, i, ctx, vocab), "sampling_params": dict(control)}
         for i in range(n)
     ]
     return bodies, None
