@@ -254,8 +254,11 @@ def _bench_options(
     seed: str = DEFAULT_SEED,
     max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS,
     yes: bool = False,
+    prompts: str | None = None,
+    repeats: int = 3,
 ) -> BenchOptions:
     from dflash_doctor.bench.matrix import BenchOptions
+    from dflash_doctor.bench.prompts import parse_prompts
 
     return BenchOptions(
         contexts=_counts(contexts, "--contexts"),
@@ -265,6 +268,8 @@ def _bench_options(
         seed=seed,
         max_total_tokens=max_total_tokens,
         yes=yes,
+        prompts=tuple(parse_prompts(prompts)),
+        repeats=repeats,
     )
 
 
@@ -885,6 +890,8 @@ _FixBenchConcurrencyOpt = Annotated[
 _FixBenchTokensOpt = Annotated[
     int, typer.Option("--bench-max-new-tokens", min=1, help="tokens generated per request")
 ]
+_PromptsHelp = "code, prose, random (a content-free control) or FILE.jsonl (default code,prose)"
+_FixBenchPromptsOpt = Annotated[str | None, typer.Option("--bench-prompts", help=_PromptsHelp)]
 _BenchThresholdOpt = Annotated[
     float,
     typer.Option(
@@ -923,6 +930,7 @@ class _FixArgs:
     bench_concurrency: str | None
     bench_max_new_tokens: int
     bench_threshold: float
+    bench_prompts: str | None
 
 
 @app.command()
@@ -950,6 +958,7 @@ def fix(
     bench_concurrency: _FixBenchConcurrencyOpt = None,
     bench_max_new_tokens: _FixBenchTokensOpt = DEFAULT_MAX_NEW_TOKENS,
     bench_threshold: _BenchThresholdOpt = 0.05,
+    bench_prompts: _FixBenchPromptsOpt = None,
 ) -> None:
     """Show the change to the launch definition as a diff; --apply carries it out safely."""
     # Taken first, before any other local: exactly the parameters above.
@@ -1013,7 +1022,11 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
         raise UsageError("--bench measures a fix as it is applied: add --apply")
     bench_options = (
         _bench_options(
-            args.bench_contexts, args.bench_concurrency, args.bench_max_new_tokens, yes=args.yes
+            args.bench_contexts,
+            args.bench_concurrency,
+            args.bench_max_new_tokens,
+            yes=args.yes,
+            prompts=args.bench_prompts,
         )
         if args.bench
         else None
@@ -1065,6 +1078,10 @@ _BenchPlotOpt = Annotated[
     Path | None, typer.Option("--plot", help="draw accept length vs context to a PNG")
 ]
 _BenchLaunchOpt = Annotated[str | None, typer.Option("--launch", help="launch file on the host")]
+_PromptsOpt = Annotated[str | None, typer.Option("--prompts", help=_PromptsHelp)]
+_RepeatsOpt = Annotated[
+    int, typer.Option("--repeats", min=1, help="runs per cell for a 95 % interval (>= 3)")
+]
 
 
 @app.command("bench")
@@ -1077,6 +1094,8 @@ def bench_command(
     seed: _SeedOpt = DEFAULT_SEED,
     max_total_tokens: _MaxTotalTokensOpt = DEFAULT_MAX_TOTAL_TOKENS,
     yes: _BenchYesOpt = False,
+    prompts: _PromptsOpt = None,
+    repeats: _RepeatsOpt = 3,
     fmt: FormatOpt = Format.text,
     output: _BenchOutputOpt = None,
     plot: _BenchPlotOpt = None,
@@ -1095,8 +1114,9 @@ def bench_command(
     if plot is not None:
         require_matplotlib()  # before the sweep, not after it
     options = _bench_options(
-        contexts, concurrency, max_new_tokens, temperature, seed, max_total_tokens, yes
-    )
+        contexts, concurrency, max_new_tokens, temperature, seed, max_total_tokens, yes, prompts,
+        repeats,
+    )  # fmt: skip
     (spec,) = _specs(
         [host],
         False,
@@ -1108,7 +1128,7 @@ def bench_command(
     result = _bench_live(spec, ssh, options)
     _show_bench(result, spec.name, fmt, output, plot)
     failed = [c for c in result.cells if c.accept_length is None]
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(1 if failed or result.collapse else 0)
 
 
 def _bench_live(spec: HostSpec, ssh: SSHOptions, options: BenchOptions) -> BenchResult:

@@ -1,27 +1,50 @@
 """Compare two bench sweeps (before and after a fix): keep the fix, or not (pure).
 
-Kept when the accept length beyond the drafter's window is not worse than before by more
-than `threshold` (default 5 %), and inside the window is unchanged within noise: the larger
-of `noise_floor` and twice the relative standard error of the mean, from the spread of the
-per-request accept lengths inside each cell (cells differ by design). Cells are paired by
-(context, concurrency, temperature); a cell that failed after the fix but not before fails
-the comparison.
+Cells pair by (prompts, context, concurrency, temperature). Each cell's accept length has a
+95 % interval over its repeats (bench/stats.py); a pair whose intervals overlap, or whose
+means differ by no more than `noise_floor`, is "no change", never a verdict. The fix is
+kept unless a cell beyond the drafter's window (or any cell, without a window) got worse
+by more than `threshold` (default 5 %) with intervals apart, or a cell inside the window
+changed at all beyond its interval (a window fix must not touch what the drafter was
+trained on). A cell that failed after the fix but not before fails the comparison.
 """
 
 from __future__ import annotations
 
-import math
+from pydantic import BaseModel, Field
 
-from pydantic import BaseModel
-
+from dflash_doctor.bench.stats import Interval, cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_NOISE_FLOOR = 0.02
+Key = tuple[str, int, int, float]
+
+
+class CellChange(BaseModel):
+    """One paired cell: its accept length before and after, with intervals, and the call."""
+
+    prompts: str
+    context: int
+    concurrency: int
+    temperature: float
+    inside: bool
+    before: float
+    before_lo: float
+    before_hi: float
+    after: float
+    after_lo: float
+    after_hi: float
+    change: str  # "better", "worse", "no change"
+
+    def name(self) -> str:
+        """The cell as a reader names it."""
+        size = "as given" if self.context == 0 else f"{self.context} tokens"
+        return f"{self.prompts} {size} x {self.concurrency} at T={self.temperature:g}"
 
 
 class Verdict(BaseModel):
-    """Keep the fix or not, why, and the means it was judged on."""
+    """Keep the fix or not, why, and the cells it was judged on."""
 
     keep: bool
     reason: str
@@ -30,36 +53,12 @@ class Verdict(BaseModel):
     beyond_after: float | None = None
     inside_before: float | None = None
     inside_after: float | None = None
-    inside_tolerance: float | None = None
+    cells: list[CellChange] = Field(default_factory=list)
 
 
-def _key(c: BenchCell) -> tuple[int, int, float]:
-    """The cell a measurement pairs on: (context, concurrency, temperature)."""
-    return (c.context, c.concurrency, c.temperature)
-
-
-def _mean(xs: list[float]) -> float | None:
-    """The mean, or None for no values."""
-    return sum(xs) / len(xs) if xs else None
-
-
-def _rel_se(cells: list[BenchCell]) -> float:
-    """Relative standard error of the mean accept length over cells, from the spread of the
-    requests inside each cell (cells differ by design: their spread is not noise)."""
-    means, variances = [], []
-    for c in cells:
-        values = c.accept_lengths
-        if not values:
-            continue
-        mean = sum(values) / len(values)
-        means.append(mean)
-        if len(values) > 1:
-            var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-            variances.append(var / len(values))
-    if not means:
-        return 0.0
-    overall = sum(means) / len(means)
-    return math.sqrt(sum(variances)) / len(means) / overall if overall else 0.0
+def _key(c: BenchCell) -> Key:
+    """The cell a measurement pairs on."""
+    return (c.prompts, c.context, c.concurrency, c.temperature)
 
 
 def _pct(after: float, before: float) -> str:
@@ -68,20 +67,19 @@ def _pct(after: float, before: float) -> str:
 
 
 def _unpaired(
-    old: dict[tuple[int, int, float], BenchCell],
-    new: dict[tuple[int, int, float], BenchCell],
-    window: int | None,
+    old: dict[Key, BenchCell], new: dict[Key, BenchCell], window: int | None
 ) -> Verdict | None:
     """The verdict when the sweeps cannot be compared: a cell lost after the fix, or none
     measured before it."""
     broken = [k for k in old if k not in new or new[k].accept_length is None]
     if broken:
-        ctx, conc, temp = broken[0]
+        prompts, ctx, conc, temp = broken[0]
+        why = new[broken[0]].error if broken[0] in new else "not run"
         return Verdict(
             keep=False,
             window=window,
-            reason=f"after the fix the cell {ctx} tokens x {conc} at T={temp:g} gave no "
-            f"accept length ({new[broken[0]].error if broken[0] in new else 'not run'})",
+            reason=f"after the fix the cell {prompts} {ctx} tokens x {conc} at T={temp:g} "
+            f"gave no accept length ({why})",
         )
     if not old:
         return Verdict(
@@ -90,25 +88,78 @@ def _unpaired(
     return None
 
 
-def _judge_beyond(before: float | None, after: float | None, threshold: float) -> tuple[bool, str]:
-    """(kept, said) for the accept length beyond the window: it may not drop by more than
-    `threshold`."""
-    if not before or after is None:
+def _change(before: Interval, after: Interval, noise_floor: float) -> str:
+    """better, worse or no change: overlapping intervals never make a verdict."""
+    if before.overlaps(after) or abs(after.mean / before.mean - 1) <= noise_floor:
+        return "no change"
+    return "better" if after.mean > before.mean else "worse"
+
+
+def _pair(b: BenchCell, a: BenchCell, window: int | None, noise_floor: float) -> CellChange | None:
+    """One paired cell judged, or None where either side has no accept length."""
+    ib, ia = cell_interval(b), cell_interval(a)
+    if ib is None or ia is None or not ib.mean:
+        return None
+    return CellChange(
+        prompts=b.prompts,
+        context=b.context,
+        concurrency=b.concurrency,
+        temperature=b.temperature,
+        inside=window is not None and 0 < b.context <= window,
+        before=ib.mean,
+        before_lo=ib.lo,
+        before_hi=ib.hi,
+        after=ia.mean,
+        after_lo=ia.lo,
+        after_hi=ia.hi,
+        change=_change(ib, ia, noise_floor),
+    )
+
+
+def _tally(cells: list[CellChange]) -> str:
+    """How many cells got better, worse, or did not change."""
+    words = ("better", "worse", "no change")
+    return ", ".join(f"{sum(c.change == w for c in cells)} {w}" for w in words)
+
+
+def _mean(values: list[float]) -> float | None:
+    """The mean, or None for no values."""
+    return sum(values) / len(values) if values else None
+
+
+def _judge_beyond(cells: list[CellChange], threshold: float) -> tuple[bool, str]:
+    """(kept, said) beyond the window: no cell may get worse by more than `threshold`."""
+    if not cells:
         return True, ""
-    text = f"beyond the window accept length {before:.2f} -> {after:.2f} ({_pct(after, before)})"
-    if after / before - 1 < -threshold:
-        return False, f"{text}: worse by more than {threshold * 100:g} %"
+    before, after = _mean([c.before for c in cells]) or 0.0, _mean([c.after for c in cells]) or 0.0
+    text = (
+        f"beyond the window accept length {before:.2f} -> {after:.2f} ({_pct(after, before)}; "
+        f"{_tally(cells)})"
+    )
+    bad = [c for c in cells if c.change == "worse" and c.after / c.before - 1 < -threshold]
+    if bad:
+        c = bad[0]
+        return False, (
+            f"{text}: {c.name()} worse by more than {threshold * 100:g} % "
+            f"({c.before_lo:.2f}-{c.before_hi:.2f} -> {c.after_lo:.2f}-{c.after_hi:.2f})"
+        )
     return True, text
 
 
-def _judge_inside(before: float | None, after: float | None, tolerance: float) -> tuple[bool, str]:
-    """(kept, said) for the accept length inside the window: unchanged within `tolerance`."""
-    if not before or after is None:
+def _judge_inside(cells: list[CellChange]) -> tuple[bool, str]:
+    """(kept, said) inside the window: every cell unchanged within its interval."""
+    if not cells:
         return True, ""
+    before, after = _mean([c.before for c in cells]) or 0.0, _mean([c.after for c in cells]) or 0.0
     text = f"inside the window {before:.2f} -> {after:.2f} ({_pct(after, before)})"
-    if abs(after / before - 1) > tolerance:
-        return False, f"{text}: changed beyond the noise (+-{tolerance * 100:.1f} %)"
-    return True, f"{text}: within noise (+-{tolerance * 100:.1f} %)"
+    moved = [c for c in cells if c.change != "no change"]
+    if moved:
+        c = moved[0]
+        return False, (
+            f"{text}: changed beyond the noise in {len(moved)} cell(s), first {c.name()} "
+            f"({c.before_lo:.2f}-{c.before_hi:.2f} -> {c.after_lo:.2f}-{c.after_hi:.2f})"
+        )
+    return True, f"{text}: within noise (intervals overlap in all {len(cells)} cells)"
 
 
 def compare(
@@ -125,30 +176,18 @@ def compare(
     unpaired = _unpaired(old, new, window)
     if unpaired is not None:
         return unpaired
-
-    def side(inside: bool) -> tuple[list[BenchCell], list[BenchCell]]:
-        keys = [k for k in old if (window is None or k[0] <= window) == inside]
-        return [old[k] for k in keys], [new[k] for k in keys]
-
-    def mean(cells: list[BenchCell]) -> float | None:
-        return _mean([c.accept_length or 0.0 for c in cells])
-
-    b_in, a_in = side(True)
-    b_out, a_out = side(False)
-    inside_before, inside_after = mean(b_in), mean(a_in)
-    beyond_before, beyond_after = mean(b_out), mean(a_out)
-    tolerance = None
-    if inside_before and inside_after is not None:
-        tolerance = max(noise_floor, 2 * math.hypot(_rel_se(b_in), _rel_se(a_in)))
-    beyond_ok, beyond_text = _judge_beyond(beyond_before, beyond_after, threshold)
-    inside_ok, inside_text = _judge_inside(inside_before, inside_after, tolerance or 0.0)
+    pairs = [p for k in old if (p := _pair(old[k], new[k], window, noise_floor)) is not None]
+    inside = [p for p in pairs if p.inside]
+    beyond = [p for p in pairs if not p.inside]
+    beyond_ok, beyond_text = _judge_beyond(beyond, threshold)
+    inside_ok, inside_text = _judge_inside(inside)
     return Verdict(
         keep=beyond_ok and inside_ok,
         reason="; ".join(t for t in (beyond_text, inside_text) if t),
         window=window,
-        beyond_before=beyond_before,
-        beyond_after=beyond_after,
-        inside_before=inside_before,
-        inside_after=inside_after,
-        inside_tolerance=tolerance,
+        beyond_before=_mean([c.before for c in beyond]),
+        beyond_after=_mean([c.after for c in beyond]),
+        inside_before=_mean([c.before for c in inside]),
+        inside_after=_mean([c.after for c in inside]),
+        cells=pairs,
     )

@@ -2,7 +2,9 @@
 
 Defaults (issue 13): contexts 0.25x, 1x, 2x, 4x, 8x the smallest trained window of the
 drafter, capped by what the server accepts; concurrency 1, 4, 16, capped by its maximum
-running requests; greedy and the production temperature; a fixed number of output tokens.
+running requests; greedy and the production temperature; a cap on output tokens.
+Issue 24: each cell for each kind of prompt (`code` and `prose` by default,
+bench/prompts.py), repeated `repeats` times (3 by default) for an interval.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 
+from dflash_doctor.bench.prompts import PromptSet, parse_prompts
 from dflash_doctor.checks.views import context_length
 from dflash_doctor.defaults import DEFAULT_MAX_NEW_TOKENS as DEFAULT_MAX_NEW_TOKENS
 from dflash_doctor.defaults import DEFAULT_MAX_TOTAL_TOKENS as DEFAULT_MAX_TOTAL_TOKENS
@@ -20,6 +23,8 @@ from dflash_doctor.facts.models import HostFacts
 
 WINDOW_MULTIPLES = (0.25, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CONCURRENCY = (1, 4, 16)
+# Three repeats are the fewest that give a t interval of any use (issue 24).
+DEFAULT_REPEATS = 3
 # A drafter without a sliding window has no window to straddle: centre on this length.
 NO_WINDOW_BASE = 4096
 # SGLang's SamplingParams default temperature when a client sends none
@@ -39,6 +44,8 @@ class BenchOptions:
     max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS
     yes: bool = False  # load a server that serves traffic
     request_timeout: float = 600.0
+    prompts: tuple[PromptSet, ...] = field(default_factory=lambda: tuple(parse_prompts(None)))
+    repeats: int = DEFAULT_REPEATS
 
 
 @dataclass
@@ -53,14 +60,18 @@ class Matrix:
     window: int | None
     tokens_sent: int
     notes: list[str] = field(default_factory=list)
+    prompts: list[PromptSet] = field(default_factory=list)
+    repeats: int = 1
 
-    def cells(self) -> list[tuple[int, int, float]]:
-        """Every (context, concurrency, temperature) cell, contexts varying fastest."""
+    def cells(self) -> list[tuple[PromptSet, int, int, float]]:
+        """Every (prompts, context, concurrency, temperature) cell, contexts varying fastest;
+        a user's file is sent as given (context 0), once per concurrency and temperature."""
         return [
-            (ctx, conc, temp)
+            (ps, ctx, conc, temp)
+            for ps in self.prompts or [PromptSet("random", "random (content-free control)")]
             for temp in self.temperatures
             for conc in self.concurrency
-            for ctx in self.contexts
+            for ctx in (self.contexts if ps.sized else [0])
         ]
 
 
@@ -142,16 +153,26 @@ def _temperatures(facts: HostFacts, options: BenchOptions) -> list[float]:
     return sorted({0.0, float(production)})
 
 
-def _vocab(facts: HostFacts) -> int:
-    """The vocabulary size prompts are drawn from: the target's, else the drafter's."""
+def _vocab(facts: HostFacts, needed: bool) -> int:
+    """The vocabulary size random prompts are drawn from: the target's, else the drafter's
+    (0 when unknown and no random prompts are sent)."""
     vocab = None
     if facts.target.value is not None:
         vocab = facts.target.value.vocab_size
     if vocab is None and facts.drafter.value is not None:
         vocab = facts.drafter.value.vocab_size
-    if not vocab:
+    if not vocab and needed:
         raise UsageError("vocabulary size unknown (no target or drafter config): give --target")
-    return vocab
+    return vocab or 0
+
+
+def _tokens_sent(cells: list[tuple[PromptSet, int, int, float]], new: int, repeats: int) -> int:
+    """The tokens a sweep sends at most (a user's prompt counted at 3.6 characters a token)."""
+    total = 0
+    for ps, ctx, conc, _ in cells:
+        size = ctx or max(int(sum(map(len, ps.texts)) / max(len(ps.texts), 1) / 3.6), 1)
+        total += conc * (size + new)
+    return total * repeats
 
 
 def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
@@ -162,22 +183,26 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
     contexts = _contexts(facts, options, window, notes)
     concurrency = _concurrency(facts, options, notes)
     temperatures = _temperatures(facts, options)
-    vocab = _vocab(facts)
-    sent = sum(
-        conc * (ctx + options.max_new_tokens) for ctx in contexts for conc in concurrency
-    ) * len(temperatures)
-    if sent > options.max_total_tokens:
-        raise UsageError(
-            f"the bench would send {sent} tokens, over --max-total-tokens "
-            f"{options.max_total_tokens}: give fewer --contexts or --concurrency"
-        )
-    return Matrix(
+    prompts = list(options.prompts)
+    vocab = _vocab(facts, any(p.kind == "random" for p in prompts))
+    matrix = Matrix(
         contexts=contexts,
         concurrency=concurrency,
         temperatures=temperatures,
         max_new_tokens=options.max_new_tokens,
         vocab=vocab,
         window=window,
-        tokens_sent=sent,
+        tokens_sent=0,
         notes=notes,
+        prompts=prompts,
+        repeats=max(1, options.repeats),
     )
+    sent = _tokens_sent(matrix.cells(), options.max_new_tokens, matrix.repeats)
+    if sent > options.max_total_tokens:
+        raise UsageError(
+            f"the bench would send {sent} tokens, over --max-total-tokens "
+            f"{options.max_total_tokens}: give fewer --contexts, --concurrency, --prompts "
+            "or --repeats"
+        )
+    matrix.tokens_sent = sent
+    return matrix

@@ -2,7 +2,8 @@
 
 Before the first cell it asks whether the server serves traffic (`sglang:num_running_reqs`
 and `sglang:num_queue_reqs` from /metrics, else /v1/loads) and refuses unless told `yes`;
-between cells it flushes the prefix cache (/flush_cache) so no cell reuses another's prompt.
+before each repeat of a cell it flushes the prefix cache (/flush_cache) so nothing reuses
+another's prompt. What it sends is bench/prompts.py's (real text by default).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from dflash_doctor.bench.collapse import collapsed, likely_causes
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
+from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult, HostFacts
 from dflash_doctor.facts.runtime import server_address
@@ -42,23 +45,90 @@ def traffic(
     return None
 
 
-def _cell(answer: dict[str, object], ctx: int, conc: int, temp: float, new: int) -> BenchCell:
-    """One cell from the host's answer; a malformed request row is an error row, not a crash."""
-    cell = BenchCell(context=ctx, concurrency=conc, temperature=temp, max_new_tokens=new)
+def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
+    """One repeat of a cell from the host's answer; a malformed request row is an error row,
+    not a crash."""
     if "error" in answer:
-        cell.error = str(answer["error"])
-        return cell
+        cell.error = cell.error or str(answer["error"])
+        return
     wall = answer.get("wall_s")
-    cell.wall_s = float(wall) if isinstance(wall, int | float) else 0.0
+    cell.wall_s += float(wall) if isinstance(wall, int | float) else 0.0
+    sized = answer.get("sized_by")
+    if isinstance(sized, str) and cell.sized_by in (None, "tokenize"):
+        cell.sized_by = sized[:20]  # "estimate" on any repeat is what the cell reports
     rows = answer.get("requests")
     for row in rows if isinstance(rows, list) else []:
         if not isinstance(row, dict):
             continue
         try:
-            cell.requests.append(BenchRequest.model_validate(row))
+            cell.requests.append(BenchRequest.model_validate({**row, "repeat": repeat}))
         except ValueError:
-            cell.requests.append(BenchRequest(error="malformed answer"))
-    return cell
+            cell.requests.append(BenchRequest(error="malformed answer", repeat=repeat))
+
+
+def _cell_op(
+    options: BenchOptions, matrix: Matrix, cell: tuple[PromptSet, int, int, float], repeat: int
+) -> tuple[dict[str, object], str | None]:
+    """The shipped client's op for one repeat of a cell, and a note on its text if any."""
+    ps, ctx, conc, temp = cell
+    op: dict[str, object] = {
+        "op": "cell",
+        "seed": f"{options.seed}/{ctx}/{conc}/{temp:g}" + (f"/{repeat}" if repeat else ""),
+        "context": ctx,
+        "concurrency": conc,
+        "max_new_tokens": matrix.max_new_tokens,
+        "temperature": temp,
+        "vocab": matrix.vocab,
+    }
+    if ps.kind == "random":
+        return op, None
+    # The same excerpts at every temperature and before and after a fix: only the key.
+    text, note = text_op(ps, f"{options.seed}/{ps.kind}/{ctx}/{conc}", ctx, conc, repeat)
+    op["text"] = text
+    return op, note
+
+
+def _result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
+    """The empty result of a sweep: its settings."""
+    assert facts.runtime.value is not None
+    return BenchResult(
+        host=facts.host,
+        sglang_version=facts.runtime.value.version or facts.sglang_version.value,
+        window=matrix.window,
+        seed=options.seed,
+        vocab=matrix.vocab,
+        contexts=matrix.contexts,
+        concurrency=matrix.concurrency,
+        temperatures=matrix.temperatures,
+        max_new_tokens=matrix.max_new_tokens,
+        prompts=[p.label for p in matrix.prompts] or [RANDOM_LABEL],
+        repeats=matrix.repeats,
+        corpus_notice=corpus()["notice"]
+        if any(p.kind in CORPUS_KINDS for p in matrix.prompts)
+        else None,
+        tokens_sent=matrix.tokens_sent,
+        notes=list(matrix.notes),
+    )
+
+
+def _refuse_traffic(
+    transport: Transport, facts: HostFacts, address: tuple[str, int], pid: int | None, yes: bool
+) -> None:
+    """Refuse a server under traffic, or one that cannot say, unless told `yes`."""
+    why: list[str] = []
+    busy = traffic(transport, address, pid, why)
+    if yes:
+        return
+    if busy is None:
+        raise UsageError(
+            f"{facts.host}: cannot tell whether the server serves traffic "
+            f"({'; '.join(why)}): add --yes to bench it anyway"
+        )
+    if busy > 0:
+        raise UsageError(
+            f"{facts.host}: the server is serving traffic ({busy} running or queued "
+            "requests): add --yes to load it anyway"
+        )
 
 
 def run_matrix(
@@ -69,56 +139,39 @@ def run_matrix(
     pid: int | None,
     progress: Progress | None = None,
 ) -> BenchResult:
-    """Run every cell of the matrix on the host, refusing a server under traffic unless --yes."""
-    launch = facts.launch.value
-    address = server_address(launch)
+    """Run every cell of the matrix, each `repeats` times, on the host (flushing the prefix
+    cache before each), refusing a server under traffic unless --yes."""
+    address = server_address(facts.launch.value)
     if facts.runtime.value is None:
         raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")
-    why: list[str] = []
-    busy = traffic(transport, address, pid, why)
-    if not options.yes:
-        if busy is None:
-            raise UsageError(
-                f"{facts.host}: cannot tell whether the server serves traffic "
-                f"({'; '.join(why)}): add --yes to bench it anyway"
-            )
-        if busy > 0:
-            raise UsageError(
-                f"{facts.host}: the server is serving traffic ({busy} running or queued "
-                "requests): add --yes to load it anyway"
-            )
-    result = BenchResult(
-        host=facts.host,
-        sglang_version=facts.runtime.value.version or facts.sglang_version.value,
-        window=matrix.window,
-        seed=options.seed,
-        vocab=matrix.vocab,
-        contexts=matrix.contexts,
-        concurrency=matrix.concurrency,
-        temperatures=matrix.temperatures,
-        max_new_tokens=matrix.max_new_tokens,
-        tokens_sent=matrix.tokens_sent,
-        notes=list(matrix.notes),
-    )
-    for ctx, conc, temp in matrix.cells():
-        if progress is not None:
-            progress(f"{ctx} tokens x {conc} at T={temp:g}")
-        op = {
-            "op": "cell",
-            "seed": f"{options.seed}/{ctx}/{conc}/{temp:g}",
-            "context": ctx,
-            "concurrency": conc,
-            "max_new_tokens": matrix.max_new_tokens,
-            "temperature": temp,
-            "vocab": matrix.vocab,
-        }
-        flush, answer = ask_server(
-            transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
+    _refuse_traffic(transport, facts, address, pid, options.yes)
+    result = _result(facts, matrix, options)
+    for ps, ctx, conc, temp in matrix.cells():
+        cell = BenchCell(
+            context=ctx,
+            concurrency=conc,
+            temperature=temp,
+            max_new_tokens=matrix.max_new_tokens,
+            prompts=ps.label,
+            repeats=matrix.repeats,
         )
-        cell = _cell(answer, ctx, conc, temp, matrix.max_new_tokens)
-        if "error" in flush and cell.error is None:
-            result.notes.append(f"cell {ctx}x{conc}: {flush['error']}")
+        for repeat in range(matrix.repeats):
+            if progress is not None:
+                size = f"{ctx} tokens" if ctx else "as given"
+                progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
+            op, note = _cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
+            if note and note not in result.notes:
+                result.notes.append(note)
+            flush, answer = ask_server(
+                transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
+            )
+            _add_repeat(cell, answer, repeat)
+            if "error" in flush and cell.error is None:
+                result.notes.append(f"cell {ctx}x{conc}: {flush['error']}")
         result.cells.append(cell)
+    verdict = collapsed(result)
+    if verdict is not None:
+        result.collapse = [verdict, *likely_causes(facts)]
     return result
 
 
@@ -136,5 +189,5 @@ def bench_host(
     matrix = plan_matrix(facts, options)
     if progress is None:
         return run_matrix(transport, facts, matrix, options, pid)
-    with progress(len(matrix.cells())) as step:
+    with progress(len(matrix.cells()) * matrix.repeats) as step:
         return run_matrix(transport, facts, matrix, options, pid, step)

@@ -479,16 +479,22 @@ def _tokens(n: int) -> str:
 
 
 def bench_evidence(facts: HostFacts) -> tuple[list[Evidence], dict[str, float | int | str]]:
-    """The measured accept-length curve (`check --bench`), greedy at the lowest concurrency."""
+    """The measured accept-length curve (`check --bench`), greedy at the lowest concurrency,
+    of the first kind of prompt the sweep sent (code by default; one curve, not a mix)."""
     result = facts.bench.value
     if result is None or not result.cells:
         return [], {}
     temp = min(result.temperatures)
     conc = min(result.concurrency)
+    kind = next((c.prompts for c in result.cells if c.context), result.cells[0].prompts)
     cells = [
         c
         for c in result.cells
-        if c.temperature == temp and c.concurrency == conc and c.accept_length is not None
+        if c.temperature == temp
+        and c.concurrency == conc
+        and c.prompts == kind
+        and c.context
+        and c.accept_length is not None
     ]
     if not cells:
         return [], {}
@@ -503,5 +509,8 @@ def bench_evidence(facts: HostFacts) -> tuple[list[Evidence], dict[str, float | 
             impact["bench_accept_length_inside_window"] = round(sum(inside) / len(inside), 3)
         if beyond:
             impact["bench_accept_length_beyond_window"] = round(sum(beyond) / len(beyond), 3)
-    text = f"bench on the live server ({where}, concurrency {conc}): accept length {curve}"
+    text = (
+        f"bench on the live server ({kind} prompts, {where}, concurrency {conc}): "
+        f"accept length {curve}"
+    )
     return [Evidence(kind="derived", text=text)], impact

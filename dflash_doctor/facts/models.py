@@ -401,14 +401,21 @@ class BenchRequest(BaseModel):
     completion_tokens: int | None = None
     spec_accept_length: float | None = None
     spec_verify_ct: int | None = None
+    # How many verify steps accepted k draft tokens, k = 0.. (where the release sends it).
+    accept_histogram: list[int] | None = None
+    finish: str | None = None  # "stop" (natural end) or "length" (the cap)
+    repeat: int = 0
     error: str | None = None
 
 
 class BenchCell(BaseModel):
-    context: int
+    context: int  # 0: prompts sent as given (a user's file), not sized
     concurrency: int
     temperature: float
     max_new_tokens: int
+    prompts: str = "random (content-free control)"  # what was sent (bench/prompts.py)
+    repeats: int = 1
+    sized_by: str | None = None  # "tokenize", "estimate" or "as given"; None: random ids
     wall_s: float = 0.0
     requests: list[BenchRequest] = Field(default_factory=list)
     error: str | None = None
@@ -459,6 +466,11 @@ class BenchResult(BaseModel):
     concurrency: list[int]
     temperatures: list[float]
     max_new_tokens: int
+    prompts: list[str] = Field(default_factory=lambda: ["random (content-free control)"])
+    repeats: int = 1
+    corpus_notice: str | None = None  # the corpus's license notice when its text was sent
+    # Silent collapse (bench/collapse.py): the verdict line, then its likely causes ranked.
+    collapse: list[str] = Field(default_factory=list)
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -17,13 +17,22 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - metrics: GET /metrics, the `sglang:*` samples (only when --enable-metrics);
 - load: GET /v1/loads?include=core (entrypoints/v1_loads.py 0.5.11:134, 0.5.23:96);
 - flush: POST /flush_cache (srt/entrypoints/http_server.py 0.5.11:762 ... 0.5.23:1025);
-- cell: `concurrency` concurrent POST /generate with `input_ids` drawn with a seeded
-  generator over [0, vocab), `ignore_eos` and a fixed `max_new_tokens`; per request the
-  `meta_info` fields SGLang sets (tokenizer_manager.py 0.5.11:2102-2110, 0.5.23:3164-3172).
+- cell: `concurrency` concurrent POST /generate. Without `text`: `input_ids` drawn with a
+  seeded generator over [0, vocab), `ignore_eos` and a fixed `max_new_tokens` (the
+  content-free control). With `text` (issue 24): real text, `{"payload": base64(zlib(JSON
+  {"docs": [...]})), "requests": [{"doc", "start", "end", "task"}], "size": N|null}`;
+  each prompt is the doc's [start:end) excerpt (cycled when it must be longer) and the task,
+  sized to N tokens with the server's own tokenizer (POST /v1/tokenize, served 0.5.11..
+  0.5.23: srt/entrypoints/http_server.py 0.5.11:1525 ... 0.5.23:1907; else the chars-per-token hint) or
+  sent as given when N is null; natural stop, `max_new_tokens` a cap. Per request the
+  `meta_info` fields SGLang sets (tokenizer_manager.py 0.5.11:2102-2110, 0.5.23:3164-3172)
+  and the acceptance histogram (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991,
+  `spec_correct_drafts_histogram` 0.5.20:2987, 0.5.23:3199).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import random
@@ -33,6 +42,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from typing import Any
 
 MAX_BODY = 32 * 1024 * 1024
@@ -51,6 +61,10 @@ META_KEYS = (
     "spec_verify_ct",
     "e2e_latency",
 )
+HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+MAX_TEXT_PAYLOAD = 8 * 1024 * 1024  # the decompressed text of one cell
+SIZE_ROUNDS = 6  # tokenize-and-trim rounds to reach a cell's context length
+SIZE_TOLERANCE = 0.02
 _PROM = re.compile(r"^(sglang:[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -186,19 +200,134 @@ def prompt(seed: str, index: int, length: int, vocab: int) -> list[int]:
     return [rng.randrange(vocab) for _ in range(length)]
 
 
-def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
+def unpack_docs(text: dict[str, Any]) -> list[str]:
+    """The documents of a text cell: base64 of zlib of {"docs": [str, ...]}, bounded."""
+    d = zlib.decompressobj()
+    data = d.decompress(base64.b64decode(str(text["payload"])), MAX_TEXT_PAYLOAD)
+    if d.unconsumed_tail:
+        raise ValueError("text payload over its bound")
+    docs = json.loads(data.decode("utf-8"))["docs"]
+    if not isinstance(docs, list) or not all(isinstance(x, str) for x in docs):
+        raise ValueError("text payload without documents")
+    return docs
+
+
+def excerpt(doc: str, start: int, end: int, chars: int | None) -> str:
+    """The doc's [start:end) segment, cut or cycled to `chars` characters (None: as is)."""
+    segment = doc[start:end] or doc or " "
+    if chars is None or chars <= len(segment):
+        return segment if chars is None else segment[: max(1, chars)]
+    return (segment * (chars // len(segment) + 1))[:chars]
+
+
+def compose(body: str, task: str) -> str:
+    """A prompt: the excerpt, then the task that depends on it."""
+    return f"{body}\n\n{task}" if task else body
+
+
+def token_counts(c: Client, prompts: list[str]) -> list[int] | None:
+    """The server's own token counts of the prompts (POST /v1/tokenize), None without it."""
+    status, data = c.call("POST", "/v1/tokenize", {"prompt": prompts})
+    if status != 200:
+        return None
+    counts = json.loads(data).get("count")
+    if not isinstance(counts, list) or len(counts) != len(prompts):
+        return None
+    return [int(k) for k in counts]
+
+
+def next_chars(chars: int, count: int, size: int, bounds: list[list[int]]) -> int:
+    """The next excerpt length: between the lengths measured under and over the size,
+    interpolated (text density varies along an excerpt); scaled by the ratio until both
+    are known. `bounds` is [[chars, count] under, [chars, count] over]."""
+    (lo, lo_k), (hi, hi_k) = bounds
+    if hi_k <= lo_k or hi <= lo + 1:
+        return max(1, int(chars * size / max(count, 1)))
+    guess = lo + (size - lo_k) * (hi - lo) // (hi_k - lo_k)
+    return min(max(guess, lo + 1), hi - 1)
+
+
+def text_prompts(c: Client, text: dict[str, Any], n: int) -> tuple[list[str], str]:
+    """The cell's n prompts and how they were sized: "tokenize", "estimate", "as given"."""
+    docs = unpack_docs(text)
+    reqs = [r for r in text.get("requests") or [] if isinstance(r, dict)][:n]
+    if len(reqs) < n:
+        raise ValueError("fewer text requests than the concurrency")
+
+    def build(chars: list[int | None]) -> list[str]:
+        return [
+            compose(
+                excerpt(docs[int(r["doc"])], int(r["start"]), int(r["end"]), chars[i]),
+                str(r.get("task") or ""),
+            )
+            for i, r in enumerate(reqs)
+        ]
+
+    size = text.get("size")
+    if not size:
+        return build([None] * n), "as given"
+    size = int(size)
+    chars: list[int | None] = [int(size * float(text.get("chars_per_token") or 4.0))] * n
+    best: list[tuple[int, int | None]] = [(1 << 30, ch) for ch in chars]  # (error, chars)
+    bounds = [[[0, 0], [0, 0]] for _ in range(n)]  # [chars, count] under / over the size
+    sized_by = "estimate"
+    for _ in range(SIZE_ROUNDS):
+        counts = token_counts(c, build(chars))
+        if counts is None:
+            break
+        sized_by = "tokenize"
+        for i, k in enumerate(counts):
+            if abs(k - size) < best[i][0]:
+                best[i] = (abs(k - size), chars[i])
+            bounds[i][0 if k <= size else 1] = [chars[i] or 1, k]
+        if all(err <= max(2, size * SIZE_TOLERANCE) for err, _ in best):
+            break
+        chars = [next_chars(chars[i] or 1, k, size, bounds[i]) for i, k in enumerate(counts)]
+    # Send what was measured closest (never an unmeasured last guess).
+    chars = [ch for _, ch in best]
+    return build(chars), sized_by
+
+
+def cell_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The /generate bodies of a cell and how its text was sized (None: random ids)."""
     n = int(cell["concurrency"])
-    bodies = [
-        {
-            "input_ids": prompt(str(cell["seed"]), i, int(cell["context"]), int(cell["vocab"])),
-            "sampling_params": {
-                "max_new_tokens": int(cell["max_new_tokens"]),
-                "temperature": float(cell["temperature"]),
-                "ignore_eos": True,
-            },
-        }
+    params: dict[str, Any] = {
+        "max_new_tokens": int(cell["max_new_tokens"]),
+        "temperature": float(cell["temperature"]),
+    }
+    text = cell.get("text")
+    if isinstance(text, dict):
+        prompts, sized_by = text_prompts(c, text, n)
+        return [{"text": p, "sampling_params": dict(params)} for p in prompts], sized_by
+    seed, ctx, vocab = str(cell["seed"]), int(cell["context"]), int(cell["vocab"])
+    control: dict[str, Any] = {**params, "ignore_eos": True}  # content-free: run to the cap
+    bodies: list[dict[str, Any]] = [
+        {"input_ids": prompt(seed, i, ctx, vocab), "sampling_params": dict(control)}
         for i in range(n)
     ]
+    return bodies, None
+
+
+def request_row(meta: dict[str, Any], latency: float) -> dict[str, Any]:
+    """What one request's `meta_info` says, bounded and typed."""
+    row: dict[str, Any] = {"latency_s": latency}
+    for key in META_KEYS:
+        if isinstance(meta.get(key), (int, float)):
+            row[key] = meta[key]
+    for key in HISTOGRAM_KEYS:
+        hist = meta.get(key)
+        if isinstance(hist, list) and all(isinstance(x, int) for x in hist[:64]):
+            row["accept_histogram"] = hist[:64]
+            break
+    finish = meta.get("finish_reason")
+    if isinstance(finish, dict) and isinstance(finish.get("type"), str):
+        row["finish"] = finish["type"][:20]
+    return row
+
+
+def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
+    bodies, sized_by = cell_bodies(c, cell)
+    n = len(bodies)
     results: list[dict[str, Any]] = [{} for _ in range(n)]
     barrier = threading.Barrier(n)
 
@@ -220,11 +349,7 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
         except (ValueError, AttributeError):
             results[i] = {"error": "/generate: not JSON"}
             return
-        row: dict[str, Any] = {"latency_s": latency}
-        for key in META_KEYS:
-            if isinstance(meta.get(key), (int, float)):
-                row[key] = meta[key]
-        results[i] = row
+        results[i] = request_row(meta if isinstance(meta, dict) else {}, latency)
 
     start = time.monotonic()
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
@@ -232,7 +357,10 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
         t.start()
     for t in threads:
         t.join()
-    return {"wall_s": time.monotonic() - start, "requests": results}
+    answer: dict[str, Any] = {"wall_s": time.monotonic() - start, "requests": results}
+    if sized_by is not None:
+        answer["sized_by"] = sized_by
+    return answer
 
 
 def main() -> int:
@@ -262,7 +390,15 @@ def answer(req: dict[str, Any]) -> str:
         except OSError as e:
             reason = getattr(e, "reason", None) or e
             out.append({"error": f"{c.base}: {reason}"})
-        except (ValueError, RecursionError, TypeError, AttributeError, KeyError) as e:
+        except (
+            ValueError,
+            RecursionError,
+            TypeError,
+            AttributeError,
+            KeyError,
+            IndexError,
+            zlib.error,
+        ) as e:
             # A hostile or broken answer: one line, never a traceback.
             out.append({"error": f"{c.base}: unreadable answer ({type(e).__name__})"})
     text = json.dumps({"results": out})

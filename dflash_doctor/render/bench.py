@@ -1,4 +1,5 @@
-"""The bench report: a table per sweep, two side by side for a fix, the JSON document."""
+"""The bench report: a table per kind of prompt, before over after for a fix, the JSON
+document."""
 
 from __future__ import annotations
 
@@ -14,9 +15,16 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_doctor.bench.compare import Verdict
+from dflash_doctor.bench.stats import (
+    cell_interval,
+    finish_share,
+    histogram,
+    repeat_means,
+    request_weighted,
+)
 from dflash_doctor.facts.models import BenchCell, BenchResult
 
-SCHEMA = "dflash-doctor-bench/1"
+SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals (issue 24)
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -27,22 +35,38 @@ def _f(value: float | None, digits: int = 2) -> str:
 def cell_summary(c: BenchCell) -> dict[str, Any]:
     """One cell's figures as the JSON report gives them."""
     lengths = c.accept_lengths
+    ci = cell_interval(c)
     return {
+        "prompts": c.prompts,
         "context": c.context,
         "concurrency": c.concurrency,
         "temperature": c.temperature,
         "max_new_tokens": c.max_new_tokens,
+        "repeats": c.repeats,
+        "sized_by": c.sized_by,
         "requests": len(c.requests),
         "errors": sum(1 for r in c.requests if r.error is not None) + (1 if c.error else 0),
         "error": c.error or next((r.error for r in c.requests if r.error), None),
         "accept_length": c.accept_length,
+        "accept_length_request_weighted": request_weighted(c.requests),
+        "accept_length_ci95": [ci.lo, ci.hi] if ci is not None else None,
+        "accept_length_repeats": repeat_means(c),
         "accept_length_min": min(lengths) if lengths else None,
         "accept_length_max": max(lengths) if lengths else None,
+        "accept_histogram": histogram(c) or None,
+        "prompt_tokens_mean": _mean_of([r.prompt_tokens for r in c.ok]),
+        "stopped_share": finish_share(c, "stop"),
         "tokens_per_s_request": c.tokens_per_s_request,
         "tokens_per_s_total": c.tokens_per_s_total,
         "latency_s": c.latency_s,
         "wall_s": c.wall_s,
     }
+
+
+def _mean_of(values: list[int | None]) -> float | None:
+    """The mean of the known values."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def bench_document(result: BenchResult, verdict: Verdict | None = None) -> dict[str, Any]:
@@ -65,70 +89,86 @@ def render_bench_json(result: BenchResult) -> str:
 
 def _where(c: BenchCell, window: int | None) -> str:
     """Whether a cell's context is inside or beyond the window (blank without one)."""
-    if window is None:
+    if window is None or c.context == 0:
         return ""
-    return "inside" if c.context <= window else "beyond"
+    return "in" if c.context <= window else "out"
 
 
-def bench_table(result: BenchResult, title: str | None = None) -> Table:
+def _ci(c: BenchCell) -> str:
+    """The cell's 95 % interval as lo-hi."""
+    ci = cell_interval(c)
+    return "-" if ci is None else f"{ci.lo:.2f}-{ci.hi:.2f}"
+
+
+def bench_table(result: BenchResult, title: str | None = None, prompts: str | None = None) -> Table:
+    """The cells of one kind of prompt (all when None), readable at 80 columns."""
     table = Table(
-        "context",
-        "window",
-        "conc",
-        "T",
-        "accept len",
-        "min-max",
-        "tok/s/req",
-        "tok/s total",
-        "latency s",
-        title=title,
-        box=None,
-    )
+        "context", "win", "conc", "T", "accept", "95% CI", "req-wt", "tok/s", "lat s", "stop",
+        title=title, box=None, title_justify="left",
+    )  # fmt: skip
     for c in result.cells:
+        if prompts is not None and c.prompts != prompts:
+            continue
         s = cell_summary(c)
-        lo, hi = s["accept_length_min"], s["accept_length_max"]
+        stop = s["stopped_share"]
         table.add_row(
-            str(c.context),
+            str(c.context) if c.context else "given",
             _where(c, result.window),
             str(c.concurrency),
             f"{c.temperature:g}",
-            Text(s["error"][:60], style="red")
-            if s["accept_length"] is None
-            else _f(c.accept_length),
-            f"{_f(lo)}-{_f(hi)}" if lo is not None else "-",
-            _f(s["tokens_per_s_request"], 1),
-            _f(s["tokens_per_s_total"], 1),
-            _f(s["latency_s"], 3),
+            Text("fail", style="red") if s["accept_length"] is None else _f(c.accept_length),
+            Text(str(s["error"])[:11], style="red") if s["accept_length"] is None else _ci(c),
+            _f(s["accept_length_request_weighted"]),
+            _f(s["tokens_per_s_total"], 0),
+            _f(s["latency_s"], 2),
+            "-" if stop is None else f"{stop * 100:.0f}%",
         )
     return table
 
 
+def _kinds(result: BenchResult) -> list[str]:
+    """The kinds of prompt the sweep sent, in order."""
+    return list(dict.fromkeys(c.prompts for c in result.cells))
+
+
 def render_bench(result: BenchResult, console: Console) -> None:
-    """The bench as a terminal report: its settings, the table and its notes."""
+    """The bench as a terminal report: its settings, a table per kind of prompt, notes."""
     console.rule(Text(f"{result.host}  bench (SGLang {result.sglang_version})", style="bold"))
     console.print(
-        f"window {result.window or 'none'}, vocab {result.vocab}, seed {result.seed!r}, "
-        f"{result.max_new_tokens} new tokens per request, {result.tokens_sent} tokens sent",
+        f"window {result.window or 'none'}, {result.repeats} repeats per cell, "
+        f"{result.max_new_tokens} new tokens at most per request, {result.tokens_sent} tokens "
+        f"sent; accept = token-weighted accept length with its 95 % interval, req-wt = "
+        "request-weighted; stop = share of requests that ended before the cap",
         markup=False,
         highlight=False,
     )
     for note in result.notes:
         console.print(Text(note, style="dim"))
-    console.print(bench_table(result))
+    for kind in _kinds(result):
+        console.print(bench_table(result, f"prompts: {kind}", kind))
+    for line in collapse_lines(result):
+        console.print(Text(line, style="bold red"))
+    if result.corpus_notice:
+        console.print(Text(result.corpus_notice, style="dim"))
+
+
+def collapse_lines(result: BenchResult) -> list[str]:
+    """The silent-collapse verdict and its likely causes, ranked (bench/collapse.py)."""
+    if not result.collapse:
+        return []
+    return [result.collapse[0], *(f"  likely: {c}" for c in result.collapse[1:])]
 
 
 def render_bench_pair(
     before: BenchResult, after: BenchResult | None, verdict: Verdict | None, console: Console
 ) -> None:
-    """Before and after the fix, side by side, and the verdict."""
-    grid = Table.grid(padding=(0, 4))
-    grid.add_column()
-    grid.add_column()
-    right: Table | Text = (
-        bench_table(after, "after the fix") if after is not None else Text("after: not measured")
-    )
-    grid.add_row(bench_table(before, "before the fix"), right)
-    console.print(grid)
+    """Before and after the fix, stacked per kind of prompt (80 columns), and the verdict."""
+    for kind in _kinds(before):
+        console.print(bench_table(before, f"before the fix: {kind}", kind))
+        if after is not None:
+            console.print(bench_table(after, f"after the fix: {kind}", kind))
+    if after is None:
+        console.print(Text("after: not measured"))
     if verdict is not None:
         style = "green" if verdict.keep else "bold red"
         word = "kept" if verdict.keep else "not kept"
