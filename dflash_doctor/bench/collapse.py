@@ -54,7 +54,7 @@ def _shown(facts: HostFacts) -> list[str]:
     runtime = facts.runtime.value
     quant = runtime.arg("speculative_draft_model_quantization") if runtime is not None else None
     if isinstance(quant, str) and quant:
-        # server_args.py 0.5.11:1087-1088: the drafter inherits the target's quantization.
+        # srt/server_args.py 0.5.11:1087-1088: the drafter inherits the target's quantization.
         found.append(
             f"the drafter runs quantized ({quant}): pass "
             "--speculative-draft-model-quantization unquant"

@@ -23,11 +23,12 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
   {"docs": [...]})), "requests": [{"doc", "start", "end", "task"}], "size": N|null}`;
   each prompt is the doc's [start:end) excerpt (cycled when it must be longer) and the task,
   sized to N tokens with the server's own tokenizer (POST /v1/tokenize, served 0.5.11..
-  0.5.23: srt/entrypoints/http_server.py 0.5.11:1525 ... 0.5.23:1907; else the chars-per-token hint) or
-  sent as given when N is null; natural stop, `max_new_tokens` a cap. Per request the
-  `meta_info` fields SGLang sets (tokenizer_manager.py 0.5.11:2102-2110, 0.5.23:3164-3172)
-  and the acceptance histogram (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991,
-  `spec_correct_drafts_histogram` 0.5.20:2987, 0.5.23:3199).
+  0.5.23: srt/entrypoints/http_server.py 0.5.11:1525 ... 0.5.23:1907; else the
+  chars-per-token hint) or sent as given when N is null; natural stop, `max_new_tokens` a
+  cap. Per request the `meta_info` fields SGLang sets (tokenizer_manager.py
+  0.5.11:2102-2110, 0.5.23:3164-3172) and the acceptance histogram
+  (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991, `spec_correct_drafts_histogram`
+  0.5.20:2987, 0.5.23:3199).
 """
 
 from __future__ import annotations
