@@ -98,12 +98,38 @@ def window_below_block(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
 
 def sink_without_window(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
     """A sink size with no draft window."""
-    if launch.draft_sink_size is None or launch.draft_window_size is not None:
+    # A window flag whose value is unknown offline is still a window.
+    if launch.draft_sink_size is None or launch.draft_window_flag is not None:
         return None
     return Refusal(
         {},
         [flag_evidence(launch, SINK_FLAG, f"{SINK_FLAG} {launch.draft_sink_size}")],
         [Fix(action="remove_flag", flag=SINK_FLAG)],
+    )
+
+
+def sink_negative(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
+    """A sink size below zero (checked before the window's presence)."""
+    if launch.draft_sink_size is None or launch.draft_sink_size >= 0:
+        return None
+    return Refusal(
+        {"sink_size": launch.draft_sink_size},
+        [flag_evidence(launch, SINK_FLAG, f"{SINK_FLAG} {launch.draft_sink_size}")],
+        [Fix(action="remove_flag", flag=SINK_FLAG)],
+    )
+
+
+def drafter_block_not_positive(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
+    """The drafter's block_size below 1: `parse_dflash_draft_config` raises while the draft
+    model is built, whatever the flags say (the hook's own inference swallows it)."""
+    cfg = facts.drafter.value
+    if cfg is None or cfg.block_size is None or cfg.block_size > 0:
+        return None
+    key = cfg.block_size_key or "block_size"
+    return Refusal(
+        {"comparator": "positive", "parsed": cfg.block_size},
+        [config_evidence(cfg, key, f"{key}={cfg.block_size}")],
+        [Fix(action="manual", note=f"set the drafter's {key} to the block it was trained with")],
     )
 
 
@@ -163,22 +189,34 @@ def sliding_window_missing(facts: HostFacts, launch: LaunchArgs) -> Refusal | No
     )
 
 
-# SGLang's order: the window and sink hook first, then the DFLASH hook's block size and its
-# window comparison (0.5.23 arg_groups/speculative_hook.py:202-235, 368-435), then the draft
-# model's layers at load (models/dflash.py 0.5.23:166-190).
+# Every refusal DFD111 predicts. SGLang raises the first that applies, in its own order: the
+# post-parse checks by their line in the one function that runs them (srt/server_args.py up
+# to 0.5.12.post1, where the block size comes before the window, 0.5.11:3358-3428;
+# arg_groups/speculative_hook.py from 0.5.13, where the window and sink come first,
+# 0.5.23:202-235 then 368-435), then the draft model's construction in this order
+# (dflash_utils.py's block size at model build, models/dflash.py 0.5.23:293; its layers,
+# 0.5.23:166-190). The sites are the crash data's, so the order is read, not typed.
 RULES: tuple[tuple[str, str, Rule], ...] = (
     ("crash_window_positive_0511", "Draft window is not positive", window_not_positive),
     ("crash_window_positive", "Draft window is not positive", window_not_positive),
+    ("crash_sink_negative", "Draft sink size is negative", sink_negative),
     ("crash_sink_without_window", "Draft sink size without a draft window", sink_without_window),
     ("crash_block_size_positive", "DFlash block size is not positive", block_size_not_positive),
     ("crash_block_size_flags_differ", "The two block-size flags disagree", block_flags_differ),
     ("crash_window_below_block", "Draft window below the DFlash block size", window_below_block),
+    (
+        "crash_draft_block_size_positive",
+        "The drafter's block_size is not positive",
+        drafter_block_not_positive,
+    ),
     (
         "crash_sliding_window_required",
         "Sliding draft layers without a sliding_window",
         sliding_window_missing,
     ),
 )
+# Files whose checks run after the argument parse, before any model is built.
+_POST_PARSE_FILES = ("srt/server_args.py", "srt/arg_groups/")
 
 
 @check("DFD111", "sglang-refuses-to-start", Severity.ERROR, needs=("launch",))
@@ -194,7 +232,10 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     drafter's `block_size`, else 16); and `sliding_attention` layers whose transformers
     config class leaves `sliding_window` None (0.5.14+, which builds sliding layers from
     it: a `qwen3` drafter without `use_sliding_window: true`, a `gpt_oss` drafter with
-    `"sliding_window": null`). Each finding quotes SGLang's own text and its file:line.
+    `"sliding_window": null`); a sink size below zero (0.5.21+); a drafter `block_size`
+    below 1. The finding quotes the text SGLang raises first, in its own order, with its
+    file:line, then the refusals a launch corrected for that one would meet next; where
+    SGLang's parser already refuses the command (DFD110) it says they follow that.
 
     **Why it hurts.** `sglang.launch_server` exits with a `ValueError` at start-up: a
     relaunch from this file leaves the host without a server. Before that, the doctor's
@@ -218,34 +259,43 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     `arg_groups/speculative_hook.py` 0.5.23:371. Flags differ: `srt/server_args.py`
     0.5.11:3368, `arg_groups/speculative_hook.py` 0.5.23:378. Window below block:
     `srt/server_args.py` 0.5.11:3425, `arg_groups/speculative_hook.py` 0.5.23:431. Sliding
-    window: `speculative/dflash_utils.py` 0.5.14:352, 0.5.23:413.
+    window: `speculative/dflash_utils.py` 0.5.14:352, 0.5.23:413. Negative sink:
+    `arg_groups/speculative_hook.py` 0.5.21:189, 0.5.23:225. Drafter block size:
+    `speculative/dflash_utils.py` 0.5.11:257, 0.5.23:515.
     """
     require_dflash(facts)
     launch = facts.launch.value
     assert launch is not None
-    if launch.sglang_rejects or launch.unknown_args or launch.value_errors:
-        raise Skip("SGLang's parser already refuses this command (DFD110, DFD104, DFD140)")
     release = startup_release(facts)
     if release is None:
         raise Skip("the SGLang release this launch starts is unknown")
-    return [_finding(*found, release) for found in predicted(facts, launch, release)]
+    found = predicted(facts, launch, release)
+    return [_finding(found, release, parser_refuses(launch))] if found else []
 
 
 Predicted = tuple[LogPattern, LogFormat, str, Refusal]
 
 
+def parser_refuses(launch: LaunchArgs) -> bool:
+    """Whether SGLang's argparse already refuses the command (DFD110, DFD104, DFD140)."""
+    return bool(launch.sglang_rejects or launch.unknown_args or launch.value_errors)
+
+
 def predicted(facts: HostFacts, launch: LaunchArgs, release: str) -> list[Predicted]:
     """Every refusal of RULES that this release raises for these facts, in SGLang's order."""
-    found: list[Predicted] = []
-    for pattern_id, title, rule in RULES:
+    found: list[tuple[tuple[int, int], Predicted]] = []
+    for index, (pattern_id, title, rule) in enumerate(RULES):
         p = pattern(pattern_id)
         fmt = _format_in(p, release)
         if fmt is None:
             continue
         refusal = rule(facts, launch)
         if refusal is not None:
-            found.append((p, fmt, title, refusal))
-    return found
+            file, _, line = _site(fmt, release).rpartition(":")
+            early = file.startswith(_POST_PARSE_FILES)
+            key = (0, int(line)) if early else (1, index)
+            found.append((key, (p, fmt, title, refusal)))
+    return [item for _, item in sorted(found, key=lambda kv: kv[0])]
 
 
 def require_starts(facts: HostFacts) -> None:
@@ -253,7 +303,7 @@ def require_starts(facts: HostFacts) -> None:
     this launch at all (DFD111 says why): a span or block verdict on it would be moot."""
     launch = facts.launch.value
     release = startup_release(facts)
-    if launch is None or release is None or launch.sglang_rejects or launch.unknown_args:
+    if launch is None or release is None:
         return
     if facts.runtime.value is not None:
         return  # a server answers: it started (a refusal is the next restart's, DFD111/DFD112)
@@ -286,15 +336,35 @@ def fill(fmt: str, values: dict[str, object]) -> str:
     return _FIELD.sub(one, fmt)
 
 
-def _finding(p: LogPattern, fmt: LogFormat, title: str, r: Refusal, release: str) -> Finding:
-    site = fmt.sites.get(release, fmt.sites[fmt.last])[0]
-    text = fill(fmt.format, r.values)
+def _site(fmt: LogFormat, release: str) -> str:
+    return fmt.sites.get(release, fmt.sites[fmt.last])[0]
+
+
+def _finding(found: list[Predicted], release: str, parser_refused: bool) -> Finding:
+    """One finding: the refusal SGLang raises first, then those a corrected launch meets."""
+    p, fmt, title, first = found[0]
+    text = fill(fmt.format, first.values)
+    when = (
+        "Once its parser accepts the command (DFD110, DFD104, DFD140), " if parser_refused else ""
+    )
+    message = (
+        f"{when}SGLang {release} raises at start-up: `ValueError: {text}` "
+        f"({_site(fmt, release)}). {p.meaning}"
+    )
+    evidence = [*first.evidence, _version_evidence(fmt, release, text)]
+    fixes = list(first.fixes)
+    for _, later_fmt, _, later in found[1:]:
+        later_text = fill(later_fmt.format, later.values)
+        message += f" Then: `{later_text}` ({_site(later_fmt, release)})."
+        evidence += [*later.evidence, _version_evidence(later_fmt, release, later_text)]
+        fixes += [f for f in later.fixes if f not in fixes]
     return startup_refusals.finding(
         title=f"SGLang {release} refuses to start: {title}",
-        message=f"SGLang {release} raises at start-up: `ValueError: {text}` ({site}). {p.meaning}",
-        evidence=[
-            *r.evidence,
-            Evidence(kind="version", text=f"SGLang {release}: {site} raises `{text}`"),
-        ],
-        fixes=r.fixes,
+        message=message,
+        evidence=evidence,
+        fixes=fixes,
     )
+
+
+def _version_evidence(fmt: LogFormat, release: str, text: str) -> Evidence:
+    return Evidence(kind="version", text=f"SGLang {release}: {_site(fmt, release)} raises `{text}`")

@@ -109,7 +109,9 @@ def window_state(facts: HostFacts) -> WindowState:
     state = WindowState(known=False, window=None)
     launch = facts.launch.value
     if launch is not None:
-        state.known = True
+        # A window flag whose value is not known offline (`"$WINDOW"` set nowhere the walk
+        # can see) leaves the window unknown, not absent.
+        state.known = launch.draft_window_flag is None or launch.draft_window_size is not None
         state.window = launch.draft_window_size
         if launch.draft_window_flag:
             state.evidence.append(
@@ -329,21 +331,40 @@ def page_size(facts: HostFacts) -> int:
     return 1
 
 
+def require_layer_types(cfg: DrafterConfig) -> None:
+    """Skip when the drafter's layer types cannot be known (never guessed)."""
+    if cfg.layer_types_source == "unknown":
+        raise Skip(
+            f"drafter layer types unknown: no layer_types, and model_type {cfg.model_type!r} "
+            "derives them by a rule not modelled here (data/transformers_defaults.json) or is "
+            "unknown to transformers"
+        )
+
+
+def no_window_reason(cfg: DrafterConfig) -> str:
+    """Why a drafter has no sliding layer with a window, said truly."""
+    if "sliding_attention" in cfg.layer_types:
+        return (
+            "the drafter's sliding_attention layers have no window after its config class "
+            f"resolves it ({cfg.sliding_window_source or 'sliding_window'}): they attend over "
+            "the whole context, as in training"
+        )
+    return "drafter has no sliding_attention layers"
+
+
 def span_model(facts: HostFacts, cfg: DrafterConfig, flag: int | None = None) -> SpanModel:
     """Trained vs served spans for this host (or, with `flag`, for that window instead)."""
     b = behaviour(facts)
     if b is None:
         why = facts.sglang_version.error or facts.sglang_version.value
         raise Skip(f"SGLang behaviour unknown (no readable source, version: {why})")
-    if cfg.layer_types_source == "unknown":
-        raise Skip(
-            f"drafter layer types unknown: no layer_types, and model_type {cfg.model_type!r} "
-            "derives them in a way not modelled (qwen3 and gpt_oss are) or is unknown to "
-            "transformers"
-        )
+    require_layer_types(cfg)
     state = window_state(facts)
     if not state.known:
-        raise Skip("draft window unknown (no launch command, no DFlash log line)")
+        raise Skip(
+            "draft window unknown (no launch command, or its value is not known offline; "
+            "no DFlash log line)"
+        )
     ctx, _ = context_length(facts)
     return served_spans(
         behaviour=b,

@@ -19,9 +19,11 @@ from dflash_doctor.checks.views import (
     drafter,
     flag_evidence,
     layer_list,
+    no_window_reason,
     probe_evidence,
     remove_window_fix,
     require_dflash,
+    require_layer_types,
     set_window_fix,
     sliding_evidence,
     span_evidence,
@@ -101,9 +103,10 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
+    require_layer_types(cfg)
     window = cfg.effective_sliding_window
     if not cfg.sliding_layers or window is None:
-        raise Skip("drafter has no sliding_attention layers")
+        raise Skip(no_window_reason(cfg))
     require_starts(facts)
     model = span_model(facts, cfg)
     wider = model.with_verdict("wider")
@@ -209,9 +212,10 @@ def window_differs(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
+    require_layer_types(cfg)
     window = cfg.effective_sliding_window
     if window is None or not cfg.sliding_layers:
-        raise Skip("drafter has no sliding window")
+        raise Skip(no_window_reason(cfg))
     require_starts(facts)
     model = span_model(facts, cfg)
     truncated = model.with_verdict("truncated")

@@ -313,10 +313,10 @@ def _dflash_first(
 ) -> tuple[int | None, str | None]:
     """A key read from dflash_config first, then the top level, as SGLang reads
     num_target_layers and block_size: speculative/dflash_utils.py parse_dflash_draft_config
-    (0.5.11:323-337, 0.5.14:480-493, 0.5.23:598-612). The value and the key it came from."""
-    value = _int(dflash, key)
-    if value is not None:
-        return value, f"dflash_config.{key}"
+    (0.5.11:323-337, 0.5.14:480-493, 0.5.23:598-612). The value and the key it came from.
+    `dflash_cfg.get(key, top_level)`: a key present in dflash_config wins even when null."""
+    if key in dflash:
+        return _int(dflash, key), f"dflash_config.{key}"
     value = _int(obj, key)
     return value, key if value is not None else None
 

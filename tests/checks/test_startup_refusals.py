@@ -106,8 +106,8 @@ def test_sink_without_a_window(version: str) -> None:
 
 
 def test_sink_before_0521_is_the_parsers_refusal_not_a_startup_one() -> None:
-    """0.5.20 has no sink option: argparse refuses it (DFD110), DFD111 leaves it."""
-    assert judge("0.5.20", "--speculative-draft-sink-size", "4").status == "skipped"
+    """0.5.20 has no sink option: argparse refuses it (DFD110); 0.5.20 raises no sink text."""
+    assert judge("0.5.20", "--speculative-draft-sink-size", "4").status == "passed"
     assert judge("0.5.20", "--speculative-draft-sink-size", "4", check="DFD110").status == (
         "failed"
     )
@@ -177,3 +177,77 @@ def test_a_server_that_answers_is_judged_even_if_a_restart_would_be_refused() ->
     r = run_check(CATALOG["DFD102"], facts)
     assert r.status == "failed", r.reason
     assert run_check(CATALOG["DFD111"], facts).status == "failed"
+
+
+# Hold-out cases (issue 21 "Done when"): each was a wrong verdict before it was mended.
+
+
+@pytest.mark.parametrize("window", [None, "4096"])
+def test_a_negative_sink_is_refused_first(window: str | None) -> None:
+    """0.5.23 arg_groups/speculative_hook.py:221-229: the non-negative check comes before
+    the window's presence (0.5.21:185-193)."""
+    flags = ["--speculative-draft-sink-size", "-2"]
+    if window:
+        flags += ["--speculative-draft-window-size", window]
+    (f,) = judge("0.5.23", *flags).findings
+    assert "must be non-negative, got -2." in f.message.split(" Then:")[0]
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.12"])
+def test_before_0513_the_block_size_is_refused_before_the_window(version: str) -> None:
+    """srt/server_args.py checks --speculative-dflash-block-size (0.5.11:3358-3375,
+    0.5.12:3628-3645) before the window (0.5.11:3378-3385, 0.5.12:3648-3654); from 0.5.13
+    the hook checks the window first (0.5.23:204 before 368)."""
+    flags = (window_flag(version), "0", "--speculative-dflash-block-size", "0")
+    (f,) = judge(version, *flags).findings
+    first, _, then = f.message.partition(" Then:")
+    assert "block-size to be positive" in first and "window-size" in then
+    (late,) = judge("0.5.23", "--speculative-draft-window-size", "0", *flags[2:]).findings
+    assert "window-size must be positive" in late.message.partition(" Then:")[0]
+
+
+def test_a_null_dflash_config_block_size_hides_the_top_level_one() -> None:
+    """`dflash_cfg.get("block_size", top_level)` (dflash_utils.py 0.5.23:609-612): a present
+    null wins, so the block is SGLang's 16 and a window of 12 is refused."""
+    cfg = drafter_cfg(block_size=8, dflash_config={"block_size": None, "target_layer_ids": [1]})
+    assert cfg.block_size is None and cfg.block_size_key == "dflash_config.block_size"
+    (f,) = judge("0.5.23", "--speculative-draft-window-size", "12", drafter=cfg).findings
+    assert "window_size=12, block_size=16." in f.message
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
+def test_a_drafter_block_size_below_one_is_refused_at_model_build(version: str) -> None:
+    """parse_dflash_draft_config's min_value=1 (dflash_utils.py 0.5.11:338-342,
+    0.5.23:613-617) raises while the draft model is built (models/dflash.py 0.5.23:700)."""
+    cfg = drafter_cfg(block_size=0, dflash_config={"block_size": 0, "target_layer_ids": [1]})
+    (f,) = judge(version, drafter=cfg).findings
+    assert "DFLASH block_size must be positive, got 0." in f.message
+
+
+def test_a_parser_refusal_does_not_hide_the_next_refusal_nor_allow_span_verdicts() -> None:
+    """`sixteen` is argparse's refusal (DFD110); the window of 0 is the next one SGLang
+    meets, and no span verdict is given for a window SGLang never serves."""
+    flags = ("--speculative-num-draft-tokens", "sixteen", "--speculative-draft-window-size", "0")
+    (f,) = judge("0.5.23", *flags).findings
+    assert f.message.startswith("Once its parser accepts the command")
+    assert "window-size must be positive, got 0." in f.message
+    assert judge("0.5.23", *flags, check="DFD102").status == "skipped"
+
+
+def test_an_unknown_window_value_is_unknown_not_absent() -> None:
+    """`"$WINDOW"` set nowhere the walk sees: no window verdict, no sink refusal."""
+    from dflash_doctor.facts.launch import parse_script
+
+    args = parse_script(
+        b"python3 -m sglang.launch_server --model-path m --speculative-algorithm DFLASH "
+        b'--speculative-draft-model-path d --speculative-draft-window-size "$WINDOW" '
+        b"--speculative-draft-sink-size 4\n",
+        source="launch.sh",
+    )
+    facts = host_facts(
+        drafter=drafter_cfg(), target=target_cfg(), launch_args=replay_launch(args, "0.5.23")
+    )
+    for check in ("DFD102", "DFD103", "DFD130"):
+        r = run_check(CATALOG[check], facts)
+        assert r.status == "skipped" and "window unknown" in (r.reason or ""), (check, r)
+    assert run_check(CATALOG["DFD111"], facts).findings == []
