@@ -76,9 +76,9 @@ def test_launch_file_used_without_process() -> None:
         ),
         (
             "proc/4242/cmdline",
-            b"python\x00-m\x00sglang.launch_server\x00--tp-size\x00x\x00",
+            b"python\x00-m\x00sglang.launch_server\x00--tp-size\x00",
             "launch",
-            "--tp-size expects a number",
+            "expected one argument",
         ),
         (
             "opt/sglang/venv/lib/python3.11/site-packages/sglang-0.5.13.dist-info",

@@ -178,11 +178,25 @@ def _flag_values(
         try:
             values[spec.dest] = spec.kind(raw)
         except (ValueError, argparse.ArgumentTypeError):
-            # argparse's own text for a failed `type=` conversion (argparse._get_values).
-            name = getattr(spec.kind, "__name__", "value")
-            kind = "int" if spec.kind in (sglang_int, _positive_int) else name
-            errors.append(f"argument {spec.flags[0]}: invalid {kind} value: {str(raw)[:40]!r}")
+            error = _argparse_error(spec, raw)
+            if error is not None:
+                errors.append(error)
     return values, errors
+
+
+def _argparse_error(spec: FlagSpec, raw: str) -> str | None:
+    """argparse's own text for a value SGLang's `type=` refuses (argparse._get_values), or
+    None where SGLang's type takes it and only our stricter reading does not (`--tp-size -4`
+    is an int to argparse: left unread here, judged by SGLang later)."""
+    kind = "int" if spec.kind is _positive_int else getattr(spec.kind, "__name__", "value")
+    if spec.kind is _positive_int:
+        try:
+            sglang_int(raw)
+        except ValueError:
+            pass
+        else:
+            return None
+    return f"argument {spec.flags[0]}: invalid {kind} value: {str(raw)[:40]!r}"
 
 
 def _lost_notes(server_argv: list[str], lost: Sequence[str]) -> list[str]:
