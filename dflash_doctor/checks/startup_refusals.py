@@ -133,6 +133,39 @@ def drafter_block_not_positive(facts: HostFacts, launch: LaunchArgs) -> Refusal 
     )
 
 
+def drafter_block_invalid(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
+    """The drafter's block_size is not something `int()` takes."""
+    cfg = facts.drafter.value
+    if cfg is None or cfg.block_size_invalid is None:
+        return None
+    key = cfg.block_size_key or "block_size"
+    return Refusal(
+        {"value": cfg.block_size_invalid},
+        [config_evidence(cfg, key, f"{key}={cfg.block_size_invalid}")],
+        [
+            Fix(
+                action="manual",
+                note=f"set the drafter's {key} to the integer block it was trained with",
+            )
+        ],
+    )
+
+
+def unsupported_layer_type(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
+    """A layer_types entry that is neither sliding_attention nor full_attention."""
+    cfg = facts.drafter.value
+    if cfg is None or not cfg.unknown_layer_types:
+        return None
+    layer, kind = next(
+        (i, t) for i, t in enumerate(cfg.layer_types) if t in cfg.unknown_layer_types
+    )
+    return Refusal(
+        {"layer_id": layer, "layer_type": repr(kind)},
+        [config_evidence(cfg, "layer_types", f"layer_types[{layer}]={kind!r}")],
+        [Fix(action="manual", note="write each layer as sliding_attention or full_attention")],
+    )
+
+
 def block_size_not_positive(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
     """--speculative-dflash-block-size at zero or below."""
     if launch.dflash_block_size is None or launch.dflash_block_size > 0:
@@ -205,9 +238,19 @@ RULES: tuple[tuple[str, str, Rule], ...] = (
     ("crash_block_size_flags_differ", "The two block-size flags disagree", block_flags_differ),
     ("crash_window_below_block", "Draft window below the DFlash block size", window_below_block),
     (
+        "crash_draft_block_size_invalid",
+        "The drafter's block_size is not an integer",
+        drafter_block_invalid,
+    ),
+    (
         "crash_draft_block_size_positive",
         "The drafter's block_size is not positive",
         drafter_block_not_positive,
+    ),
+    (
+        "crash_unsupported_layer_type",
+        "A drafter layer type SGLang does not build",
+        unsupported_layer_type,
     ),
     (
         "crash_sliding_window_required",
@@ -233,7 +276,8 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     config class leaves `sliding_window` None (0.5.14+, which builds sliding layers from
     it: a `qwen3` drafter without `use_sliding_window: true`, a `gpt_oss` drafter with
     `"sliding_window": null`); a sink size below zero (0.5.21+); a drafter `block_size`
-    below 1. The finding quotes the text SGLang raises first, in its own order, with its
+    below 1 or not an integer; a `layer_types` entry other than the two SGLang builds
+    (0.5.14+). The finding quotes the text SGLang raises first, in its own order, with its
     file:line, then the refusals a launch corrected for that one would meet next; where
     SGLang's parser already refuses the command (DFD110) it says they follow that.
 
@@ -261,7 +305,8 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     `srt/server_args.py` 0.5.11:3425, `arg_groups/speculative_hook.py` 0.5.23:431. Sliding
     window: `speculative/dflash_utils.py` 0.5.14:352, 0.5.23:413. Negative sink:
     `arg_groups/speculative_hook.py` 0.5.21:189, 0.5.23:225. Drafter block size:
-    `speculative/dflash_utils.py` 0.5.11:257, 0.5.23:515.
+    `speculative/dflash_utils.py` 0.5.11:257, 0.5.23:515 (not an integer: 0.5.11:254,
+    0.5.23:512). Layer type: `models/dflash.py` 0.5.14:64, 0.5.23:190.
     """
     require_dflash(facts)
     launch = facts.launch.value

@@ -333,6 +333,11 @@ def page_size(facts: HostFacts) -> int:
 
 def require_layer_types(cfg: DrafterConfig) -> None:
     """Skip when the drafter's layer types cannot be known (never guessed)."""
+    if cfg.unknown_layer_types:
+        raise Skip(
+            f"drafter layer_types has types SGLang does not build: {cfg.unknown_layer_types} "
+            "(0.5.14+ refuses them: DFD111; 0.5.11-0.5.13 ignore layer_types)"
+        )
     if cfg.layer_types_source == "unknown":
         raise Skip(
             f"drafter layer types unknown: no layer_types, and model_type {cfg.model_type!r} "

@@ -302,9 +302,8 @@ def _drafter_layer_types(
         raise FactError(
             f"layer_types has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
         )
-    unknown = sorted({t for t in layer_types} - {"sliding_attention", "full_attention"})
-    if unknown:
-        raise FactError(f"layer_types has unknown attention types {unknown}")
+    # Other types are kept: 0.5.14+ refuses them at model build (DFD111), 0.5.11-0.5.13 never
+    # read them; DrafterConfig.unknown_layer_types names them for the checks.
     return layer_types, source
 
 
@@ -319,6 +318,28 @@ def _dflash_first(
         return _int(dflash, key), f"dflash_config.{key}"
     value = _int(obj, key)
     return value, key if value is not None else None
+
+
+def _block_size(
+    dflash: dict[str, Any], obj: dict[str, Any]
+) -> tuple[int | None, str | None, str | None]:
+    """(block_size, key, invalid) as parse_dflash_draft_config reads it: `int(value)` of
+    dflash_config's key if present (even null), else the top level's
+    (speculative/dflash_utils.py 0.5.11:333-342, 0.5.23:609-617); `invalid` is the value's
+    repr where `int()` refuses it (SGLang then raises `Invalid DFLASH block_size=...`)."""
+    key = "block_size"
+    where, raw = (f"dflash_config.{key}", dflash.get(key)) if key in dflash else (key, obj.get(key))
+    if raw is None:
+        return None, where if key in dflash else None, None
+    text = str(raw) if isinstance(raw, int | str) else ""
+    try:
+        if isinstance(raw, float) and raw.is_integer() and abs(raw) <= MAX_CONFIG_INT:
+            return int(raw), where, None
+        if isinstance(raw, bool) or len(text.strip().lstrip("+-")) > MAX_INT_DIGITS:
+            raise ValueError(text)
+        return int(text), where, None
+    except ValueError:
+        return None, where, repr(raw)[:60]
 
 
 def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
@@ -342,7 +363,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         window, window_source = swa, "dflash_config.swa_window_size"
     derived = _str_list(obj, "layer_types") is None
     layer_types, source = _drafter_layer_types(obj, cls, num_layers, window, use_sw)
-    block_size, block_key = _dflash_first(dflash, obj, "block_size")
+    block_size, block_key, block_invalid = _block_size(dflash, obj)
     num_target_layers, ntl_key = _dflash_first(dflash, obj, "num_target_layers")
     dtype = obj.get("torch_dtype", obj.get("dtype"))
     context = context_length_of(obj)
@@ -365,6 +386,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         layer_types_derived=derived,
         block_size=block_size,
         block_size_key=block_key,
+        block_size_invalid=block_invalid,
         target_layer_ids=_int_list(dflash, "target_layer_ids"),
         mask_token_id=_int(dflash, "mask_token_id"),
         num_target_layers=num_target_layers,

@@ -52,6 +52,8 @@ class DrafterConfig(BaseModel):
     layer_types_derived: bool = False
     block_size: int | None = None
     block_size_key: str | None = None
+    # The block_size value's repr where SGLang's int() refuses it (block_size is then None).
+    block_size_invalid: str | None = None
     target_layer_ids: list[int] | None = None
     mask_token_id: int | None = None
     num_target_layers: int | None = None
@@ -82,6 +84,11 @@ class DrafterConfig(BaseModel):
     # sha256 of the config.json bytes as read: the drafter's revision where the host names
     # none (a local directory, a copied snapshot); `report merge` compares it across hosts.
     config_sha256: str | None = None
+
+    @property
+    def unknown_layer_types(self) -> list[str]:
+        """Layer types other than sliding_attention and full_attention, as written."""
+        return sorted(set(self.layer_types) - {"sliding_attention", "full_attention"})
 
     @property
     def sliding_layers(self) -> list[int]:

@@ -64,8 +64,10 @@ def probe_spec(
     `window` replaces the drafter's trained sliding window for a reduced run; a draft
     window flag equal to the trained window follows it, so "flag at the window" stays so.
     """
-    if drafter.layer_types_source == "unknown" or len(drafter.layer_types) != (
-        drafter.num_hidden_layers
+    if (
+        drafter.layer_types_source == "unknown"
+        or drafter.unknown_layer_types
+        or len(drafter.layer_types) != drafter.num_hidden_layers
     ):
         raise FactError(
             f"cannot probe: the drafter's layer types are unknown (no layer_types, and "

@@ -251,3 +251,29 @@ def test_an_unknown_window_value_is_unknown_not_absent() -> None:
         r = run_check(CATALOG[check], facts)
         assert r.status == "skipped" and "window unknown" in (r.reason or ""), (check, r)
     assert run_check(CATALOG["DFD111"], facts).findings == []
+
+
+def test_a_layer_type_sglang_does_not_build_is_refused_from_0514() -> None:
+    """models/dflash.py 0.5.14:63-66, 0.5.23:189-191; 0.5.13 never reads layer_types."""
+    types = ["sliding_attention"] * 5 + ["chunked_attention"]
+    cfg = drafter_cfg(layer_types=types)
+    assert cfg.unknown_layer_types == ["chunked_attention"]
+    (f,) = judge("0.5.14", drafter=cfg).findings
+    assert "layer_types[5]='chunked_attention'." in f.message
+    assert judge("0.5.13", drafter=cfg).findings == []
+    assert "types SGLang does not build" in (
+        judge("0.5.13", drafter=cfg, check="DFD103").reason or ""
+    )
+
+
+@pytest.mark.parametrize(("raw", "parsed"), [("sixteen", None), ("16", 16), (16.0, 16)])
+def test_a_drafter_block_size_is_read_as_sglangs_int(raw: object, parsed: int | None) -> None:
+    """`int(value)` (dflash_utils.py 0.5.23:509-512): "16" is 16; "sixteen" raises
+    `Invalid DFLASH block_size='sixteen'.` at model build."""
+    cfg = drafter_cfg(dflash_config={"block_size": raw, "target_layer_ids": [1]})
+    assert cfg.block_size == parsed
+    findings = judge("0.5.23", drafter=cfg).findings
+    if parsed is None:
+        assert "Invalid DFLASH block_size='sixteen'." in findings[0].message
+    else:
+        assert findings == []
