@@ -88,7 +88,16 @@ FailOnSkipOpt = Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP
 InventoryOpt = Annotated[
     Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
 ]
-PidOpt = Annotated[int | None, typer.Option("--pid", help="server process id")]
+PidOpt = Annotated[
+    int | None,
+    typer.Option("--pid", min=1, help="the SGLang server's process id (where several run)"),
+]
+ServerPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--port", min=1, max=65535, help="the SGLang server's HTTP port (where several run)"
+    ),
+]
 DrafterOpt = Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="target dir or repo")]
 BenchContextsOpt = Annotated[
@@ -374,6 +383,7 @@ class _CheckArgs:
     log: str | None
     launch: str | None
     pid: int | None
+    port: int | None
     drafter: str | None
     target: str | None
     sglang_version: str | None
@@ -410,6 +420,7 @@ def check(
     log: _LogOpt = None,
     launch: _CheckLaunchOpt = None,
     pid: PidOpt = None,
+    port: ServerPortOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
     sglang_version: _CheckVersionOpt = None,
@@ -461,6 +472,7 @@ def _check_specs(args: _CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
             "log_path": args.log,
             "launch_file": args.launch,
             "pid": args.pid,
+            "server_port": args.port,
             "drafter_path": args.drafter,
             "target_path": args.target,
             "sglang_version": args.sglang_version,
@@ -521,6 +533,18 @@ def _check_hows(args: _CheckArgs, listed: list[HostSpec]) -> list[list[str] | No
     return hows
 
 
+def _reach_options(args: _CheckArgs) -> list[tuple[str, str | None]]:
+    """The options that reach the same host and server again, for the `fix` command: pasted
+    as printed, it must connect with the same key and known_hosts and pick the same server."""
+    return [
+        *(("-i", key) for key in args.identity or []),
+        ("--known-hosts", args.known_hosts),
+        ("--ssh-config", args.ssh_config),
+        ("--pid", None if args.pid is None else str(args.pid)),
+        ("--port", None if args.port is None else str(args.port)),
+    ]
+
+
 def _note_next_steps(
     args: _CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
 ) -> None:
@@ -529,12 +553,13 @@ def _note_next_steps(
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
     from dflash_doctor.transport.open import relaunch_refusal
 
-    given = {
-        "--launch": args.launch,
-        "--drafter": args.drafter,
-        "--target": args.target,
-        "--sglang-version": args.sglang_version,
-    }
+    given = [
+        *_reach_options(args),
+        ("--launch", args.launch),
+        ("--drafter", args.drafter),
+        ("--target", args.target),
+        ("--sglang-version", args.sglang_version),
+    ]
     for spec, how, host_report in zip(specs, _check_hows(args, listed), reports, strict=True):
         facts = host_report.facts
         pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
@@ -616,6 +641,8 @@ def probe(
     weights: _WeightsOpt = "random",
     python: _PythonOpt = None,
     agreement_tokens: _AgreementOpt = DEFAULT_AGREEMENT_TOKENS,
+    pid: PidOpt = None,
+    port: ServerPortOpt = None,
     fmt: FormatOpt = Format.text,
     plot: _ProbePlotOpt = None,
     identity: IdentityOpt = None,
@@ -637,7 +664,13 @@ def probe(
         raise UsageError("--weights is random or real")
     if plot is not None:
         require_plot(str(plot))  # before the run, not after it
-    specs = _specs([host] if host else [], demo, [host_dir] if host_dir else [], [], {})
+    specs = _specs(
+        [host] if host else [],
+        demo,
+        [host_dir] if host_dir else [],
+        [],
+        {"pid": pid, "server_port": port},
+    )
     if len(specs) != 1:
         raise UsageError("probe one host at a time")
     lengths = _lengths(contexts)
@@ -906,6 +939,8 @@ class _FixArgs:
     inventory: Path | None
     limit: str | None
     launch: str | None
+    pid: int | None
+    port: int | None
     offline: bool
     drafter: str | None
     target: str | None
@@ -933,6 +968,8 @@ def fix(
     inventory: InventoryOpt = None,
     limit: _FixLimitOpt = None,
     launch: _FixLaunchOpt = None,
+    pid: PidOpt = None,
+    port: ServerPortOpt = None,
     offline: _OfflineOpt = False,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
@@ -969,6 +1006,8 @@ def _fix_specs(args: _FixArgs) -> list[HostSpec]:
 
     overrides: dict[str, object] = {
         "launch_file": args.launch,
+        "pid": args.pid,
+        "server_port": args.port,
         "drafter_path": args.drafter,
         "target_path": args.target,
         "sglang_version": args.sglang_version,
@@ -1081,6 +1120,7 @@ def bench_command(
     output: _BenchOutputOpt = None,
     plot: _BenchPlotOpt = None,
     pid: PidOpt = None,
+    port: ServerPortOpt = None,
     launch: _BenchLaunchOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
@@ -1102,7 +1142,13 @@ def bench_command(
         False,
         [],
         [],
-        {"pid": pid, "launch_file": launch, "drafter_path": drafter, "target_path": target},
+        {
+            "pid": pid,
+            "server_port": port,
+            "launch_file": launch,
+            "drafter_path": drafter,
+            "target_path": target,
+        },
     )
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
     result = _bench_live(spec, ssh, options)

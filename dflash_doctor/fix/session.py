@@ -3,12 +3,14 @@ FixReport (fix/report.py) that render/fix.py prints and the CLI turns into the e
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
+from dflash_doctor.finders.process import owner_name
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
@@ -68,7 +70,8 @@ def fix_host(
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
             relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
-            view = view.model_copy(update={"relaunch": relaunch})
+            stop = _stop_line(spec, transport, facts, source, writer.relaunch_refused)
+            view = view.model_copy(update={"relaunch": relaunch, "stop": stop})
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
         return _apply(
@@ -87,6 +90,25 @@ def fix_host(
         return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
+
+
+def _stop_line(
+    spec: HostSpec,
+    transport: Transport,
+    facts: HostFacts,
+    source: str | None,
+    refused: str | None,
+) -> str | None:
+    """The process `--apply` stops, named exactly: pid, owner and command line (redacted).
+    None where the doctor stops nothing (recorded or offline host, a configured relaunch
+    command, no launch file to relaunch from, no server running)."""
+    pid = spec.hints.pid or facts.server_pid()
+    if refused is not None or spec.fix.relaunch or source is None or pid is None:
+        return None
+    server, launch = facts.server.value, facts.launch.value
+    owner = owner_name(transport, server.owner_uid if server is not None else None)
+    command = shlex.join(redact_argv(launch.argv)) if launch is not None else "?"
+    return f"pid {pid} (owner {owner}): {command}"
 
 
 def _launch_source(

@@ -54,6 +54,8 @@ def _plan(plan: PlanView, console: Console) -> None:
         console.print(Text(clean(f"not automated: {line}"), style="yellow"))
     for note in plan.notes:
         console.print(Text(clean(note), style="dim"))
+    if plan.stop is not None:
+        console.print(Text(clean(f"stop: {plan.stop}"), style="dim"))
     if plan.relaunch is not None:
         console.print(Text(clean(f"relaunch: {plan.relaunch}"), style="dim"))
 
