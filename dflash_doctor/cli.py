@@ -39,9 +39,11 @@ from dflash_doctor.render.text import clean
 # inside it, so `--help` and `checks` never load paramiko, torch, matplotlib or pydantic
 # models they do not use (tests/test_startup.py pins it).
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.facts.models import BenchResult
-    from dflash_doctor.fix.report import FixReport
+    from dflash_doctor.fix.report import FixReport, PlanView
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.report import HostReport, Report
@@ -994,9 +996,12 @@ def fix(
     from dflash_doctor.fix.report import fix_exit_code
 
     specs = _fix_specs(args)
-    if (apply or do_rollback) and not yes:
-        _confirm_change(len(specs))
-    raise typer.Exit(fix_exit_code(_fix_hosts(args, specs)))
+    ask = (apply or do_rollback) and not yes
+    if ask and not sys.stdin.isatty():
+        raise UsageError("--apply and --rollback change hosts: add --yes when not at a terminal")
+    if ask and do_rollback and not typer.confirm(f"Roll back {len(specs)} host(s)?"):
+        raise typer.Exit(0)  # "no" changes nothing: not an error
+    raise typer.Exit(fix_exit_code(_fix_hosts(args, specs, ask=ask and not do_rollback)))
 
 
 def _fix_specs(args: _FixArgs) -> list[HostSpec]:
@@ -1030,16 +1035,9 @@ def _fix_specs(args: _FixArgs) -> list[HostSpec]:
     )
 
 
-def _confirm_change(count: int) -> None:
-    """Ask before changing hosts; off a terminal, --yes is the only way to say yes."""
-    if not sys.stdin.isatty():
-        raise UsageError("--apply and --rollback change hosts: add --yes when not at a terminal")
-    if not typer.confirm(f"Change {count} host(s)?"):
-        raise typer.Exit(EXIT_USAGE)
-
-
-def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
-    """Plan (or apply, or roll back) each host in turn, printing each host's report."""
+def _fix_hosts(args: _FixArgs, specs: list[HostSpec], *, ask: bool) -> list[FixReport]:
+    """Plan (or apply, or roll back) each host in turn, printing each host's report. `ask`
+    (--apply at a terminal without --yes): each host's plan is shown first, then asked."""
     from rich.console import Console
 
     from dflash_doctor.fix.session import fix_host
@@ -1057,22 +1055,51 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
         if args.bench
         else None
     )
-    reports = []
-    for s in specs:
-        report = fix_host(
-            s,
+
+    def run(spec: HostSpec, apply: bool, shown: PlanView | None = None) -> FixReport:
+        return fix_host(
+            spec,
             ssh,
-            apply=args.apply,
+            apply=apply,
             roll_back=args.do_rollback,
             stamp=stamp,
             health_timeout=args.health_timeout,
             bench=bench_options,
             bench_threshold=args.bench_threshold,
             local_env=_local_env() if args.offline else None,
+            shown=shown,
         )
+
+    reports = []
+    for s in specs:
+        if ask:
+            reports.append(_asked(s, run, console))
+            continue
+        report = run(s, args.apply)
         render_fix(report, console)
         reports.append(report)
     return reports
+
+
+def _asked(
+    spec: HostSpec, run: Callable[[HostSpec, bool, PlanView | None], FixReport], console: Console
+) -> FixReport:
+    """At a terminal: the plan (diff, the process to stop, the relaunch) first, then the
+    question; "no" leaves the host as it was (the dry run's report: exit 0). "yes" applies
+    only the plan shown: one that differs by then (the host changed) is refused."""
+    from dflash_doctor.render.fix import render_fix
+
+    planned = run(spec, False, None)
+    render_fix(planned, console)
+    view = planned.plan
+    if planned.outcome != "planned" or view is None or not (view.diff or view.command):
+        return planned  # nothing to apply: nothing to ask
+    if not typer.confirm(f"Apply this change to {spec.name}?", default=False):
+        console.print(f"nothing changed on {spec.name}", markup=False, highlight=False)
+        return planned
+    report = run(spec, True, view)
+    render_fix(report, console, plan=False)
+    return report
 
 
 # `bench`'s own options.

@@ -472,3 +472,70 @@ def test_verification_compares_served_with_trained_spans() -> None:
     # an all-full drafter under a window is clamped on every version
     full = drafter_cfg(QWEN8B_DRAFTER)
     assert span_mismatch(host_facts(drafter=full, launch_args=flag, version="0.5.13"))
+
+
+# -- at a terminal: the plan first, then the question (issue 23 item 3) --------------------------
+
+
+def at_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
+    """`dflash-doctor ARGS` on a pseudo-terminal, answering its question with `answer`:
+    (exit code, everything it wrote, the question included, in order)."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dflash_doctor", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "dumb"},
+    )
+    os.close(follower)
+    out, asked = b"", False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not asked and b"[y/N]" in out:
+            os.write(leader, answer)
+            asked = True
+        ready, _, _ = select.select([leader], [], [], 1)
+        if not ready:
+            if p.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the follower side closed: the command ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    return p.wait(timeout=60), out.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_at_a_terminal_the_plan_comes_before_the_question_and_no_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"n\n")
+    assert code == 0, out
+    question = out.index("Apply this change to v0513? [y/N]")
+    assert 0 <= out.index("+++ b/") < out.index("\n+ ") < question  # the diff, then the question
+    assert out.index("relaunch: ") < question
+    assert "nothing changed on v0513" in out[question:]
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+    assert not list(tree.rglob("*.bak"))
+
+
+def test_at_a_terminal_yes_applies_the_plan_shown_once(tmp_path: Path) -> None:
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"y\n")
+    assert code == 0, out
+    question = out.index("[y/N]")
+    assert out.count("+++ b/") == 1 and out.index("+++ b/") < question  # shown once, before
+    assert "wrote " in out[question:] and len(list(tree.rglob("*.dflash-doctor-*.bak"))) == 1

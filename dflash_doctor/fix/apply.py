@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileMissing, PermissionDenied, TransportError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
@@ -424,6 +425,16 @@ def _written_runs(
     return None
 
 
+def _followed(spec: HostSpec, launch: LaunchArgs, plan: FixPlan, new_pid: int | None) -> HostSpec:
+    """The host as it is after a relaunch: the old pid is gone, so the server is followed by
+    the pid the doctor started, else (systemd, compose, a relaunch command) by the port the
+    new launch listens on, never by a stale pid nor a pick among several servers."""
+    if new_pid is not None:
+        return spec.override(pid=new_pid, server_port=None)
+    port = server_address(launch.model_copy(update={"argv": plan.new_argv or launch.argv}))[1]
+    return spec.override(pid=None, server_port=port)
+
+
 def _relaunch_verified(
     a: Applier,
     spec: HostSpec,
@@ -448,7 +459,7 @@ def _relaunch_verified(
             # some other process (another server on the host) in its place.
             failure = f"the relaunched server (session {a.started_session}) is not running"
         if failure is None:
-            new_facts = gather(spec.override(pid=new_pid), a.t)
+            new_facts = gather(_followed(spec, launch, plan, new_pid), a.t)
             # Still failing: a check that still asks for a launch edit (an upgrade it also
             # asks for is a manual step the edit never claimed to do).
             still = [

@@ -39,9 +39,11 @@ def fix_host(
     bench: BenchOptions | None = None,
     bench_threshold: float = 0.05,
     local_env: Mapping[str, str] | None = None,
+    shown: PlanView | None = None,
 ) -> FixReport:
     """One host's fix report: planned, applied (`apply`) or rolled back (`roll_back`); an
-    unreachable host or a failing step is an outcome in the report, never an exception."""
+    unreachable host or a failing step is an outcome in the report, never an exception.
+    `shown`: the plan the user said yes to; `apply` carries out that plan or nothing."""
     try:
         transport = open_transport(spec, ssh)
     except DoctorError as e:
@@ -74,6 +76,9 @@ def fix_host(
             view = view.model_copy(update={"relaunch": relaunch, "stop": stop})
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
+        if shown is not None and view != shown:
+            message = "nothing changed: the plan is no longer the one shown; run fix again"
+            return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
         return _apply(
             spec,
             transport,
