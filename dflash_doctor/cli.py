@@ -1026,13 +1026,34 @@ def _fix_specs(args: _FixArgs) -> list[HostSpec]:
     ):
         # A launch file in a repository: the gate's counterpart.
         return [_override(HostSpec.of(args.launch), overrides)]
-    return _specs(
-        args.hosts or [],
-        args.demo,
-        args.host_dir or [],
-        load_inventory(str(args.inventory)).select(args.limit) if args.inventory else [],
-        overrides,
+    listed = load_inventory(str(args.inventory)).select(args.limit) if args.inventory else []
+    demo = args.demo and not (args.apply or args.do_rollback)
+    if args.demo and not demo:
+        listed.append(_demo_copy(args.do_rollback))
+    return _specs(args.hosts or [], demo, args.host_dir or [], listed, overrides)
+
+
+def _demo_copy(rollback: bool) -> HostSpec:
+    """`fix --demo --apply` (what the demo itself suggests) works on a temporary copy of the
+    demo host, never on the installed package's files; the user is told where it is."""
+    import shutil
+    import tempfile
+
+    from dflash_doctor.demo import DEMO_DIR
+    from dflash_doctor.hosts import load_recorded_host
+
+    if rollback:
+        raise UsageError(
+            "--demo --rollback: each --demo --apply works on a new copy of the demo host; "
+            "roll that copy back with --host-dir DIR --rollback"
+        )
+    copy = os.path.join(tempfile.mkdtemp(prefix="dflash-doctor-demo-"), "seed")
+    shutil.copytree(DEMO_DIR, copy, symlinks=True)
+    _say(
+        f"--demo --apply: working on a copy of the demo host in {copy} (the installed demo "
+        f"is never edited); look at it with: dflash-doctor check --host-dir {copy}"
     )
+    return load_recorded_host(copy, name="demo-seed")
 
 
 def _fix_hosts(args: _FixArgs, specs: list[HostSpec], *, ask: bool) -> list[FixReport]:

@@ -344,6 +344,15 @@ def end_servers_under(tmp_path: Path) -> None:
                 os.kill(int(entry), signal.SIGKILL)
 
 
+def assert_said_once(out: str) -> None:
+    """No message printed twice: no line, and no step repeated in the outcome line."""
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == len(set(lines)), out
+    steps = [ln for ln in out.splitlines() if ln.startswith("  ")]
+    last = lines[-1]
+    assert not any(step.strip() in last for step in steps), out
+
+
 def server_info(port: int) -> dict:  # type: ignore[type-arg]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_server_info", timeout=2) as r:
         return json.loads(r.read())  # type: ignore[no-any-return]
@@ -360,6 +369,11 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     p = live_host["fix"]("--apply", "--yes")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "applied to" in p.stdout and "verified" in p.stdout
+    assert_said_once(p.stdout)
+    # the start is one step, the command line a shell would run
+    script = live_host["script"]
+    start = f"setsid nohup {script} >>{live_host['log']} 2>&1 </dev/null &"
+    assert start in " ".join(p.stdout.split())  # (the console may wrap a long step)
     assert "draft_window_size=2048, compact_cache=True" in live_host["log"].read_text()
     info = server_info(live_host["port"])
     assert info["speculative_draft_window_size"] == 2048, (info, live_host["log"].read_text())
@@ -372,6 +386,7 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     # and --rollback restores the byte-identical file and the old server
     p = live_host["fix"]("--rollback", "--yes")
     assert p.returncode == 0, p.stdout
+    assert_said_once(p.stdout)
     assert live_host["script"].read_bytes() == original
     assert server_info(live_host["port"])["speculative_draft_window_size"] is None
 
@@ -539,3 +554,38 @@ def test_at_a_terminal_yes_applies_the_plan_shown_once(tmp_path: Path) -> None:
     question = out.index("[y/N]")
     assert out.count("+++ b/") == 1 and out.index("+++ b/") < question  # shown once, before
     assert "wrote " in out[question:] and len(list(tree.rglob("*.dflash-doctor-*.bak"))) == 1
+
+
+def test_demo_apply_works_on_a_copy_and_says_where() -> None:
+    """`fix --demo --apply` (what `check --demo` suggests) never edits the installed demo."""
+    from dflash_doctor.demo import DEMO_DIR
+
+    before = {p: p.read_bytes() for p in DEMO_DIR.rglob("*") if p.is_file()}
+    p = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--demo", "--apply", "--yes"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "400"},
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert {p: p.read_bytes() for p in DEMO_DIR.rglob("*") if p.is_file()} == before
+    copy = Path(p.stderr.split("copy of the demo host in ", 1)[1].split()[0])
+    try:
+        assert copy.is_dir() and not copy.is_relative_to(DEMO_DIR)
+        assert "--speculative-draft-window-size 2048" in (copy / "etc/sglang/launch.sh").read_text()
+        assert len(list((copy / "etc/sglang").glob("launch.sh.dflash-doctor-*.bak"))) == 1
+        assert f"check --host-dir {copy}" in p.stderr
+        assert_said_once(p.stdout)
+    finally:
+        shutil.rmtree(copy.parent)
+    rollback = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--demo", "--rollback", "--yes"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert rollback.returncode == 2 and "--host-dir DIR --rollback" in rollback.stderr
