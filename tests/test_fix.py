@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -492,9 +493,12 @@ def test_verification_compares_served_with_trained_spans() -> None:
 # -- at a terminal: the plan first, then the question (issue 23 item 3) --------------------------
 
 
-def at_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
-    """`dflash-doctor ARGS` on a pseudo-terminal, answering its question with `answer`:
-    (exit code, everything it wrote, the question included, in order)."""
+def at_terminal(
+    args: list[str], answer: bytes, before_answer: Callable[[], None] = lambda: None
+) -> tuple[int, str]:
+    """`dflash-doctor ARGS` on a pseudo-terminal, answering its question with `answer`
+    (`before_answer` runs while the question waits): (exit code, everything it wrote, the
+    question included, in order)."""
     import pty
     import select
 
@@ -512,6 +516,7 @@ def at_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if not asked and b"[y/N]" in out:
+            before_answer()
             os.write(leader, answer)
             asked = True
         ready, _, _ = select.select([leader], [], [], 1)
@@ -589,3 +594,21 @@ def test_demo_apply_works_on_a_copy_and_says_where() -> None:
         timeout=60,
     )
     assert rollback.returncode == 2 and "--host-dir DIR --rollback" in rollback.stderr
+
+
+def test_at_a_terminal_yes_to_a_plan_the_host_no_longer_matches_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The file is edited while the question waits: the plan shown is no longer what would
+    be written, so "yes" writes nothing (exit 4) rather than a change nobody saw."""
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    unit = tree / "etc/systemd/system/sglang.service"
+
+    def edit() -> None:
+        unit.write_text(unit.read_text().replace("--attention-backend flashinfer", "--tp 1"))
+
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"y\n", edit)
+    assert code == 4, out
+    assert "nothing changed: the plan is no longer the one shown" in out
+    assert "--tp 1" in unit.read_text() and not list(tree.rglob("*.bak"))

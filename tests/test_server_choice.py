@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +93,12 @@ def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     )
 
 
+def flat(text: str) -> str:
+    """Output with the console's line wrapping undone (other tests' servers may run too,
+    so the list of servers can be long)."""
+    return " ".join(text.split())
+
+
 def gone_pid() -> int:
     """The pid of a process that has exited (as a server relaunched since it was noted)."""
     p = subprocess.Popen(["true"])
@@ -115,7 +122,7 @@ def test_no_verb_picks_one_of_several_servers(two_servers: list[Server], tmp_pat
         ("bench", "local", "--contexts", "64", "--concurrency", "1", "--yes"),
     ):
         p = doctor(*args)
-        out = p.stdout + p.stderr
+        out = " ".join((p.stdout + p.stderr).split())  # the console wraps a long list
         assert p.returncode == 2, (args, out)
         # each listed by pid, owner, port and model; the choice is named
         for s in two_servers:
@@ -133,14 +140,14 @@ def test_pid_port_or_launch_file_choose_the_server(two_servers: list[Server]) ->
     assert served_pid(doctor("check", "local", *launch, "--format", "json")) == b.pid
     # a port no server listens on is no choice: exit 2, the running ones listed
     p = doctor("check", "local", "--port", str(free_port()))
-    assert p.returncode == 2 and f"pid {a.pid} (owner root, port {a.port}" in p.stdout
+    assert p.returncode == 2 and f"pid {a.pid} (owner root, port {a.port}" in flat(p.stdout)
 
 
 def test_a_stale_or_foreign_pid_fails_closed(two_servers: list[Server]) -> None:
     stale = gone_pid()
     for verb in (("check", "local"), ("fix", "local"), ("probe", "local"), ("bench", "local")):
         p = doctor(*verb, "--pid", str(stale))
-        out = p.stdout + p.stderr
+        out = flat(p.stdout + p.stderr)
         assert p.returncode == 2, out
         assert f"local: no process {stale} runs (relaunched since?)" in out
         if verb[0] == "check":  # nothing ran on nothing: no green report of skipped checks
@@ -154,21 +161,22 @@ def test_the_plan_names_the_process_it_stops(two_servers: list[Server]) -> None:
     p = doctor("fix", "local", "--port", str(b.port), "--launch", str(b.script))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "+  --speculative-draft-window-size 2048" in p.stdout
-    stop = next(line for line in p.stdout.splitlines() if line.startswith("stop: "))
+    out = flat(p.stdout)
+    stop = out[out.index("stop: ") : out.index(" relaunch: ")]
     assert stop.startswith(f"stop: pid {b.pid} (owner root): ")
-    assert "-m sglang.launch_server --model-path" in stop and f"--port {b.port}" in stop
-    assert f"relaunch: stop the running server, start {b.script} detached" in p.stdout
+    assert "-m sglang.launch_server --model-path" in stop and stop.endswith(f"--port {b.port}")
+    assert f"relaunch: stop the running server, start {b.script} detached" in out
 
 
 def test_over_ssh_the_fix_command_reaches_the_same_server(
-    two_servers: list[Server], sshd, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    two_servers: list[Server], sshd: Any, tmp_path: Path
+) -> None:
     a, b = two_servers
     reach = ["-i", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
     reach += ["--ssh-config", "/dev/null"]
     p = doctor("check", sshd.address, *reach)
-    assert p.returncode == 2 and "choose one with --pid, --port or --launch" in p.stdout
-    assert f"pid {a.pid} (owner root, port {a.port}" in p.stdout
+    assert p.returncode == 2 and "choose one with --pid, --port or --launch" in flat(p.stdout)
+    assert f"pid {a.pid} (owner root, port {a.port}" in flat(p.stdout)
     p = doctor("check", sshd.address, *reach, "--pid", str(gone_pid()))
     assert p.returncode == 2 and "runs (relaunched since?)" in p.stdout
     # an inventory's stale `pid:` too: exit 2, never a green run with every check skipped

@@ -71,14 +71,9 @@ def fix_host(
         view = _view(plan)
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
-            relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
-            stop = _stop_line(spec, transport, facts, source, writer.relaunch_refused)
-            view = view.model_copy(update={"relaunch": relaunch, "stop": stop})
+            view = _with_processes(view, spec, transport, writer, facts, plan, source)
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
-        if shown is not None and view != shown:
-            message = "nothing changed: the plan is no longer the one shown; run fix again"
-            return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
         return _apply(
             spec,
             transport,
@@ -86,6 +81,7 @@ def fix_host(
             plan,
             facts,
             view,
+            shown=shown,
             stamp=stamp,
             health_timeout=health_timeout,
             bench=bench,
@@ -95,6 +91,21 @@ def fix_host(
         return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
+
+
+def _with_processes(
+    view: PlanView,
+    spec: HostSpec,
+    transport: Transport,
+    writer: Transport,
+    facts: HostFacts,
+    plan: FixPlan,
+    source: str | None,
+) -> PlanView:
+    """The view with the process `--apply` stops and how it relaunches the server."""
+    relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
+    stop = _stop_line(spec, transport, facts, source, writer.relaunch_refused)
+    return view.model_copy(update={"relaunch": relaunch, "stop": stop})
 
 
 def _stop_line(
@@ -188,13 +199,18 @@ def _apply(
     facts: HostFacts,
     view: PlanView,
     *,
+    shown: PlanView | None,
     stamp: str,
     health_timeout: float,
     bench: BenchOptions | None,
     bench_threshold: float,
 ) -> FixReport:
     """The plan applied through `writer` (benchmarked before and after on the host when asked
-    and the host is live), reported with the view shown."""
+    and the host is live), reported with the view shown. `shown`: the plan the user said
+    yes to at the terminal; a plan that differs by now is not applied."""
+    if shown is not None and view != shown:
+        message = "nothing changed: the plan is no longer the one shown; run fix again"
+        return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
     step = None
     if bench is not None and plan.changes and transport.live_refused is None:
         from dflash_doctor.fix.bench_step import BenchStep
