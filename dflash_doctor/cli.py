@@ -39,9 +39,11 @@ from dflash_doctor.render.text import clean
 # inside it, so `--help` and `checks` never load paramiko, torch, matplotlib or pydantic
 # models they do not use (tests/test_startup.py pins it).
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.facts.models import BenchResult
-    from dflash_doctor.fix.report import FixReport
+    from dflash_doctor.fix.report import FixReport, PlanView
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.report import HostReport, Report
@@ -88,7 +90,16 @@ FailOnSkipOpt = Annotated[bool, typer.Option("--fail-on-skip", help=FAIL_ON_SKIP
 InventoryOpt = Annotated[
     Path | None, typer.Option("--inventory", "-I", help="inventory YAML of hosts and groups")
 ]
-PidOpt = Annotated[int | None, typer.Option("--pid", help="server process id")]
+PidOpt = Annotated[
+    int | None,
+    typer.Option("--pid", min=1, help="the SGLang server's process id (where several run)"),
+]
+ServerPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--port", min=1, max=65535, help="the SGLang server's HTTP port (where several run)"
+    ),
+]
 DrafterOpt = Annotated[str | None, typer.Option("--drafter", help="drafter dir or repo")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="target dir or repo")]
 BenchContextsOpt = Annotated[
@@ -379,6 +390,7 @@ class _CheckArgs:
     log: str | None
     launch: str | None
     pid: int | None
+    port: int | None
     drafter: str | None
     target: str | None
     sglang_version: str | None
@@ -415,6 +427,7 @@ def check(
     log: _LogOpt = None,
     launch: _CheckLaunchOpt = None,
     pid: PidOpt = None,
+    port: ServerPortOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
     sglang_version: _CheckVersionOpt = None,
@@ -466,6 +479,7 @@ def _check_specs(args: _CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
             "log_path": args.log,
             "launch_file": args.launch,
             "pid": args.pid,
+            "server_port": args.port,
             "drafter_path": args.drafter,
             "target_path": args.target,
             "sglang_version": args.sglang_version,
@@ -526,6 +540,18 @@ def _check_hows(args: _CheckArgs, listed: list[HostSpec]) -> list[list[str] | No
     return hows
 
 
+def _reach_options(args: _CheckArgs) -> list[tuple[str, str | None]]:
+    """The options that reach the same host and server again, for the `fix` command: pasted
+    as printed, it must connect with the same key and known_hosts and pick the same server."""
+    return [
+        *(("-i", key) for key in args.identity or []),
+        ("--known-hosts", args.known_hosts),
+        ("--ssh-config", args.ssh_config),
+        ("--pid", None if args.pid is None else str(args.pid)),
+        ("--port", None if args.port is None else str(args.port)),
+    ]
+
+
 def _note_next_steps(
     args: _CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
 ) -> None:
@@ -534,12 +560,13 @@ def _note_next_steps(
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
     from dflash_doctor.transport.open import relaunch_refusal
 
-    given = {
-        "--launch": args.launch,
-        "--drafter": args.drafter,
-        "--target": args.target,
-        "--sglang-version": args.sglang_version,
-    }
+    given = [
+        *_reach_options(args),
+        ("--launch", args.launch),
+        ("--drafter", args.drafter),
+        ("--target", args.target),
+        ("--sglang-version", args.sglang_version),
+    ]
     for spec, how, host_report in zip(specs, _check_hows(args, listed), reports, strict=True):
         facts = host_report.facts
         pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
@@ -621,6 +648,8 @@ def probe(
     weights: _WeightsOpt = "random",
     python: _PythonOpt = None,
     agreement_tokens: _AgreementOpt = DEFAULT_AGREEMENT_TOKENS,
+    pid: PidOpt = None,
+    port: ServerPortOpt = None,
     fmt: FormatOpt = Format.text,
     plot: _ProbePlotOpt = None,
     identity: IdentityOpt = None,
@@ -642,7 +671,13 @@ def probe(
         raise UsageError("--weights is random or real")
     if plot is not None:
         require_plot(str(plot))  # before the run, not after it
-    specs = _specs([host] if host else [], demo, [host_dir] if host_dir else [], [], {})
+    specs = _specs(
+        [host] if host else [],
+        demo,
+        [host_dir] if host_dir else [],
+        [],
+        {"pid": pid, "server_port": port},
+    )
     if len(specs) != 1:
         raise UsageError("probe one host at a time")
     lengths = _lengths(contexts)
@@ -913,6 +948,8 @@ class _FixArgs:
     inventory: Path | None
     limit: str | None
     launch: str | None
+    pid: int | None
+    port: int | None
     offline: bool
     drafter: str | None
     target: str | None
@@ -941,6 +978,8 @@ def fix(
     inventory: InventoryOpt = None,
     limit: _FixLimitOpt = None,
     launch: _FixLaunchOpt = None,
+    pid: PidOpt = None,
+    port: ServerPortOpt = None,
     offline: _OfflineOpt = False,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
@@ -966,9 +1005,12 @@ def fix(
     from dflash_doctor.fix.report import fix_exit_code
 
     specs = _fix_specs(args)
-    if (apply or do_rollback) and not yes:
-        _confirm_change(len(specs))
-    raise typer.Exit(fix_exit_code(_fix_hosts(args, specs)))
+    ask = (apply or do_rollback) and not yes
+    if ask and not sys.stdin.isatty():
+        raise UsageError("--apply and --rollback change hosts: add --yes when not at a terminal")
+    if ask and do_rollback and not typer.confirm(f"Roll back {len(specs)} host(s)?"):
+        raise typer.Exit(0)  # "no" changes nothing: not an error
+    raise typer.Exit(fix_exit_code(_fix_hosts(args, specs, ask=ask and not do_rollback)))
 
 
 def _fix_specs(args: _FixArgs) -> list[HostSpec]:
@@ -978,6 +1020,8 @@ def _fix_specs(args: _FixArgs) -> list[HostSpec]:
 
     overrides: dict[str, object] = {
         "launch_file": args.launch,
+        "pid": args.pid,
+        "server_port": args.port,
         "drafter_path": args.drafter,
         "target_path": args.target,
         "sglang_version": args.sglang_version,
@@ -991,25 +1035,39 @@ def _fix_specs(args: _FixArgs) -> list[HostSpec]:
     ):
         # A launch file in a repository: the gate's counterpart.
         return [_override(HostSpec.of(args.launch), overrides)]
-    return _specs(
-        args.hosts or [],
-        args.demo,
-        args.host_dir or [],
-        load_inventory(str(args.inventory)).select(args.limit) if args.inventory else [],
-        overrides,
+    listed = load_inventory(str(args.inventory)).select(args.limit) if args.inventory else []
+    demo = args.demo and not (args.apply or args.do_rollback)
+    if args.demo and not demo:
+        listed.append(_demo_copy(args.do_rollback))
+    return _specs(args.hosts or [], demo, args.host_dir or [], listed, overrides)
+
+
+def _demo_copy(rollback: bool) -> HostSpec:
+    """`fix --demo --apply` (what the demo itself suggests) works on a temporary copy of the
+    demo host, never on the installed package's files; the user is told where it is."""
+    import shutil
+    import tempfile
+
+    from dflash_doctor.demo import DEMO_DIR
+    from dflash_doctor.hosts import load_recorded_host
+
+    if rollback:
+        raise UsageError(
+            "--demo --rollback: each --demo --apply works on a new copy of the demo host; "
+            "roll that copy back with --host-dir DIR --rollback"
+        )
+    copy = os.path.join(tempfile.mkdtemp(prefix="dflash-doctor-demo-"), "seed")
+    shutil.copytree(DEMO_DIR, copy, symlinks=True)
+    _say(
+        f"--demo --apply: working on a copy of the demo host in {copy} (the installed demo "
+        f"is never edited); look at it with: dflash-doctor check --host-dir {copy}"
     )
+    return load_recorded_host(copy, name="demo-seed")
 
 
-def _confirm_change(count: int) -> None:
-    """Ask before changing hosts; off a terminal, --yes is the only way to say yes."""
-    if not sys.stdin.isatty():
-        raise UsageError("--apply and --rollback change hosts: add --yes when not at a terminal")
-    if not typer.confirm(f"Change {count} host(s)?"):
-        raise typer.Exit(EXIT_USAGE)
-
-
-def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
-    """Plan (or apply, or roll back) each host in turn, printing each host's report."""
+def _fix_hosts(args: _FixArgs, specs: list[HostSpec], *, ask: bool) -> list[FixReport]:
+    """Plan (or apply, or roll back) each host in turn, printing each host's report. `ask`
+    (--apply at a terminal without --yes): each host's plan is shown first, then asked."""
     from rich.console import Console
 
     from dflash_doctor.fix.session import fix_host
@@ -1031,22 +1089,51 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec]) -> list[FixReport]:
         if args.bench
         else None
     )
-    reports = []
-    for s in specs:
-        report = fix_host(
-            s,
+
+    def run(spec: HostSpec, apply: bool, shown: PlanView | None = None) -> FixReport:
+        return fix_host(
+            spec,
             ssh,
-            apply=args.apply,
+            apply=apply,
             roll_back=args.do_rollback,
             stamp=stamp,
             health_timeout=args.health_timeout,
             bench=bench_options,
             bench_threshold=args.bench_threshold,
             local_env=_local_env() if args.offline else None,
+            shown=shown,
         )
+
+    reports = []
+    for s in specs:
+        if ask:
+            reports.append(_asked(s, run, console))
+            continue
+        report = run(s, args.apply)
         render_fix(report, console)
         reports.append(report)
     return reports
+
+
+def _asked(
+    spec: HostSpec, run: Callable[[HostSpec, bool, PlanView | None], FixReport], console: Console
+) -> FixReport:
+    """At a terminal: the plan (diff, the process to stop, the relaunch) first, then the
+    question; "no" leaves the host as it was (the dry run's report: exit 0). "yes" applies
+    only the plan shown: one that differs by then (the host changed) is refused."""
+    from dflash_doctor.render.fix import render_fix
+
+    planned = run(spec, False, None)
+    render_fix(planned, console)
+    view = planned.plan
+    if planned.outcome != "planned" or view is None or not (view.diff or view.command):
+        return planned  # nothing to apply: nothing to ask
+    if not typer.confirm(f"Apply this change to {spec.name}?", default=False):
+        console.print(f"nothing changed on {spec.name}", markup=False, highlight=False)
+        return planned
+    report = run(spec, True, view)
+    render_fix(report, console, plan=False)
+    return report
 
 
 # `bench`'s own options.
@@ -1100,6 +1187,7 @@ def bench_command(
     output: _BenchOutputOpt = None,
     plot: _BenchPlotOpt = None,
     pid: PidOpt = None,
+    port: ServerPortOpt = None,
     launch: _BenchLaunchOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
@@ -1122,7 +1210,13 @@ def bench_command(
         False,
         [],
         [],
-        {"pid": pid, "launch_file": launch, "drafter_path": drafter, "target_path": target},
+        {
+            "pid": pid,
+            "server_port": port,
+            "launch_file": launch,
+            "drafter_path": drafter,
+            "target_path": target,
+        },
     )
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
     result = _bench_live(spec, ssh, options)

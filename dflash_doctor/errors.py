@@ -39,6 +39,12 @@ class UsageError(DoctorError):
     """The command line or an input file given by the user is wrong (exit code 2)."""
 
 
+class ServerChoice(UsageError):
+    """Which server to look at is the user's choice: several SGLang servers match, or the
+    one named (`--pid`, `--port`, an inventory `pid:`) is not running. Exit 2 with the list;
+    never a missing fact that lets the run go on and skip every check."""
+
+
 def one_line(text: str, limit: int = 2000) -> str:
     """A message as one line: newlines (from host paths or values) shown as `\\n`, bounded."""
     flat = text.replace("\r", "\\r").replace("\n", "\\n")

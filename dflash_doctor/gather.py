@@ -24,7 +24,6 @@ from dflash_doctor.finders.models import hub_dirs, model_fact
 from dflash_doctor.finders.process import ENV_KEYS as ENV_KEYS
 from dflash_doctor.finders.process import (
     find_pid,
-    given_pid,
     model_env,
     read_cmdline,
     read_environ,
@@ -64,15 +63,7 @@ def find_launch(t: Transport, spec: HostSpec, env: dict[str, str]) -> Found:
     host = spec.name
     if spec.hints.launch is not None:
         return Found(launch_given(host, spec.hints.launch), spec.hints.pid, env)
-    pid = attempt(
-        host,
-        "/proc",
-        lambda: (
-            given_pid(t, spec.hints.pid)
-            if spec.hints.pid is not None
-            else find_pid(t, spec.hints.launch_file, spec.hints.compose_service)
-        ),
-    )
+    pid = attempt(host, "/proc", lambda: find_pid(t, host, spec.hints))
     if pid.value is not None:
         return _from_process(t, host, pid.value, env)
     if spec.hints.launch_file:

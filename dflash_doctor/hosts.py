@@ -76,6 +76,12 @@ class GatherHints(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     pid: int | None = Field(default=None, ge=1, description="PID of the SGLang server process")
+    server_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="HTTP port of the SGLang server (chooses one where several run)",
+    )
     launch_file: str | None = Field(
         default=None, description="launch script, systemd unit or docker compose file"
     )

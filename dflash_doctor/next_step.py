@@ -29,10 +29,11 @@ def automated(findings: list[Finding]) -> bool:
     )
 
 
-def fix_command(how: list[str], overrides: dict[str, str | None]) -> str:
-    """`dflash-doctor fix <how the host was named> [--launch F ...] --apply`, shell-quoted."""
+def fix_command(how: list[str], overrides: list[tuple[str, str | None]]) -> str:
+    """`dflash-doctor fix <how the host was named> [-i KEY --pid N --launch F ...] --apply`,
+    shell-quoted; an option may repeat (`-i`), an unset one (None) is left out."""
     argv = ["dflash-doctor", "fix", *how]
-    for option, value in overrides.items():
+    for option, value in overrides:
         if value is not None:
             argv += [option, value]
     return shlex.join([*argv, "--apply"])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from dflash_doctor.defaults import DEFAULT_HOST_TIMEOUT as DEFAULT_HOST_TIMEOUT
 from dflash_doctor.defaults import DEFAULT_JOBS as DEFAULT_JOBS
-from dflash_doctor.errors import DoctorError, HostUnreachable, one_line
+from dflash_doctor.errors import DoctorError, HostUnreachable, ServerChoice, one_line
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
@@ -128,6 +128,8 @@ def _check_host(
             facts.bench = bench_fact(transport, facts, bench)
     except HostUnreachable as e:
         return HostReport(host=spec.name, reachable=False, error=str(e))
+    except ServerChoice as e:  # several servers, or the pid named is gone: exit 2, listed
+        return HostReport(host=spec.name, error=str(e))
     finally:
         watchdog.cancel()
         transport.close()

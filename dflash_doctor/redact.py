@@ -25,6 +25,12 @@ SECRET_WORDS = _SECRET_WORDS
 _NOT_SECRET = {"mask_token"}
 _MAX_NAME = 128
 _MAX_VALUE = 4096
+# A value that is only a variable reference (`$SGLANG_API_KEY`, `"${SGLANG_API_KEY}"`, as a
+# launch script or unit writes it) names where the secret is, it is not one: it is shown as
+# written. Anything more (`${KEY:-sk-default}`, `$KEY$MORE`, `sk-$KEY`) stays hidden.
+_REF = r"\$(?:\{[A-Za-z_][A-Za-z0-9_]{0,64}\}|[A-Za-z_][A-Za-z0-9_]{0,64})"
+_REFERENCE = re.compile(rf"""(?:{_REF}|"{_REF}")""")
+_REF_VALUE = rf"""(?:"{_REF}"|{_REF}(?=[\s,)}}'"\\]|$))"""
 _FLAG = re.compile(rf"--?[A-Za-z0-9_-]{{1,{_MAX_NAME}}}")
 _ASSIGN = re.compile(rf"(-{{0,2}}[A-Za-z0-9_-]{{1,{_MAX_NAME}}}=)(.+)", re.DOTALL)
 # Inside free text (log lines, server_args dumps, JSON): key='value', key="value",
@@ -33,13 +39,13 @@ _ASSIGN = re.compile(rf"(-{{0,2}}[A-Za-z0-9_-]{{1,{_MAX_NAME}}}=)(.+)", re.DOTAL
 _NAME = rf"[A-Za-z0-9_.-]{{0,64}}?{_SECRET_WORDS}[A-Za-z0-9_.-]{{0,64}}"
 _TEXT_SECRET = re.compile(
     rf"""(?<![A-Za-z0-9_.-])({_NAME}['"]?[ \t]{{0,8}}[=:][ \t]{{0,8}})"""
-    rf"""('[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
+    rf"""({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
     re.IGNORECASE,
 )
 # A secret flag and its value, separated by blanks (`--api-key sk-1`, in scripts and logs).
 _FLAG_VALUE = re.compile(
     rf"""(?<![A-Za-z0-9_-])(--?{_NAME}[ \t]{{1,8}})"""
-    rf"""(?!-)('[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s'"\\]{{1,{_MAX_VALUE}}})""",
+    rf"""(?!-)({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s'"\\]{{1,{_MAX_VALUE}}})""",
     re.IGNORECASE,
 )
 _SCHEMES = ("Bearer", "Basic", "Token", "Digest")
@@ -63,6 +69,11 @@ _DANGLING_FLAG = re.compile(
 _FIRST_WORD = re.compile(rf"^([ \t+\-]{{0,64}}(?:-[ \t]{{1,8}})?)([^\s\\]{{1,{_MAX_VALUE}}})")
 
 
+def is_reference(value: str) -> bool:
+    """Whether a value is only a variable reference (`$KEY`, `"${KEY}"`): not a secret."""
+    return _REFERENCE.fullmatch(value) is not None
+
+
 def is_secret_name(name: str) -> bool:
     name = name.strip("-'\" \t=:").lower()
     return name not in _NOT_SECRET and bool(_SECRET_NAME.search(name[:_MAX_NAME]))
@@ -79,11 +90,11 @@ def redact_argv(argv: list[str]) -> list[str]:
     hide_next = False
     for arg in argv:
         if hide_next:
-            out.append(REDACTED)
+            out.append(arg if is_reference(arg) else REDACTED)
             hide_next = False
             continue
         m = _ASSIGN.fullmatch(arg)
-        if m and is_secret_name(m.group(1)):
+        if m and is_secret_name(m.group(1)) and not is_reference(m.group(2)):
             out.append(m.group(1) + REDACTED)
             continue
         if _FLAG.fullmatch(arg) and is_secret_name(arg):
@@ -96,6 +107,8 @@ def _keep_none(m: re.Match[str]) -> str:
     value = m.group(2)
     if not is_secret_name(m.group(1)) or value in ("None", "null", "''", '""', *_SCHEMES):
         return m.group(0)
+    if is_reference(value):
+        return m.group(0)
     return m.group(1) + REDACTED
 
 
@@ -106,13 +119,17 @@ def redact_text(text: str) -> str:
     return _shapes(text)
 
 
+def _hide_first(m: re.Match[str]) -> str:
+    return m.group(0) if is_reference(m.group(2)) else m.group(1) + REDACTED
+
+
 def redact_lines(lines: list[str]) -> list[str]:
     """Redact text lines where a secret flag's value may sit on the next line (diffs too)."""
     out = []
     hide_next = False
     for line in lines:
         if hide_next:
-            line = _FIRST_WORD.sub(lambda m: m.group(1) + REDACTED, line, count=1)
+            line = _FIRST_WORD.sub(_hide_first, line, count=1)
             hide_next = False
         red = redact_text(line)
         m = _DANGLING_FLAG.search(red)
@@ -126,6 +143,22 @@ def redact_block(text: str) -> str:
     lines = text.splitlines(keepends=True)
     bodies = redact_lines([ln.rstrip("\r\n") for ln in lines])
     return "".join(b + ln[len(ln.rstrip("\r\n")) :] for b, ln in zip(bodies, lines, strict=True))
+
+
+def _reference_word(prev: str, arg: str, assign: re.Match[str] | None) -> tuple[str, str] | None:
+    """A secret's variable reference kept (`--api-key "$KEY"`, `--api-key="$KEY"`) as a
+    shell word that expands it, and the variable's name; None for any other word."""
+    import shlex
+
+    head, value = "", arg
+    if assign is not None and is_secret_name(assign.group(1)):
+        head, value = shlex.quote(assign.group(1)), assign.group(2)
+    elif not (_FLAG.fullmatch(prev) and is_secret_name(prev)):
+        return None
+    if not is_reference(value):
+        return None
+    name = value.strip('"').lstrip("$").strip("{}")
+    return f'{head}"${{{name}}}"', name
 
 
 def shell_with_placeholders(argv: list[str]) -> tuple[str, list[str]]:
@@ -150,6 +183,11 @@ def shell_with_placeholders(argv: list[str]) -> tuple[str, list[str]]:
             var = "SGLANG_" + re.sub(r"[^A-Za-z0-9]", "_", m.group(1).strip("-=")).upper()
             names.append(var)
             words.append(f'{shlex.quote(m.group(1))}"${var}"')
+            continue
+        ref = _reference_word(prev, arg, m)
+        if ref is not None:  # the file's own variable, kept as a reference to expand
+            names.append(ref[1])
+            words.append(ref[0])
             continue
         words.append(shlex.quote(arg))
     return " ".join(words), names

@@ -156,9 +156,11 @@ def build_report(
         for name, option in (given or {}).items():
             fact = getattr(host.facts, name)
             if fact.value is None:
-                input_errors.append(
-                    one_line(f"{host.host}: {option} could not be read: {fact.error}")
-                )
+                # Its reason is the host's fact error already (`could not read NAME: ...`):
+                # said once, the note names the option that asked for it.
+                said = one_line(f"{name}: {fact.error}") in host.fact_errors
+                why = f" (see {name} above)" if said else f": {fact.error}"
+                input_errors.append(one_line(f"{host.host}: {option} could not be read{why}"))
         if host.results and all(r.status == "skipped" for r in host.results):
             input_errors.append(f"{host.host}: no check could run: nothing was checked")
     notes.extend(input_errors)

@@ -147,3 +147,22 @@ def test_check_names_a_pending_relaunch_after_fix_wrote_the_file(tmp_path: Path)
     report = json.loads(run("check", "--host-dir", str(host), "--format", "json").stdout)
     assert report["hosts"][0]["fix_command"] is None
     assert report["hosts"][0]["pending_relaunch"].startswith("/etc/sglang/launch.sh already")
+
+
+def test_an_unreadable_fact_is_said_once() -> None:
+    """The reason a fact could not be read is printed once (`could not read drafter: ...`);
+    the checks it skips are listed together and point there, as does the option's note."""
+    p = run("check", "--demo", "--drafter", "/nonexistent", columns=1000)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stdout.splitlines() if "no such file or directory" in ln]
+    assert len(lines) == 1 and lines[0].startswith("could not read drafter: ")
+    skipped = [ln for ln in p.stdout.splitlines() if "needs drafter" in ln]
+    assert len(skipped) == 1 and "DFD102 " in skipped[0] and "DFD131 " in skipped[0]
+    assert skipped[0].endswith("needs drafter (could not read drafter, above)")
+    assert "--drafter /nonexistent could not be read (see drafter above)" in p.stdout
+    # the JSON report keeps every result's own reason
+    report = json.loads(
+        run("check", "--demo", "--drafter", "/nonexistent", "--format", "json").stdout
+    )
+    reasons = [r["reason"] for r in report["hosts"][0]["results"] if r["check_id"] == "DFD102"]
+    assert reasons[0].startswith("needs drafter: ") and "no such file" in reasons[0]

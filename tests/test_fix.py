@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -344,6 +345,15 @@ def end_servers_under(tmp_path: Path) -> None:
                 os.kill(int(entry), signal.SIGKILL)
 
 
+def assert_said_once(out: str) -> None:
+    """No message printed twice: no line, and no step repeated in the outcome line."""
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == len(set(lines)), out
+    steps = [ln for ln in out.splitlines() if ln.startswith("  ")]
+    last = lines[-1]
+    assert not any(step.strip() in last for step in steps), out
+
+
 def server_info(port: int) -> dict:  # type: ignore[type-arg]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_server_info", timeout=2) as r:
         return json.loads(r.read())  # type: ignore[no-any-return]
@@ -360,6 +370,11 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     p = live_host["fix"]("--apply", "--yes")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "applied to" in p.stdout and "verified" in p.stdout
+    assert_said_once(p.stdout)
+    # the start is one step, the command line a shell would run
+    script = live_host["script"]
+    start = f"setsid nohup {script} >>{live_host['log']} 2>&1 </dev/null &"
+    assert start in " ".join(p.stdout.split())  # (the console may wrap a long step)
     assert "draft_window_size=2048, compact_cache=True" in live_host["log"].read_text()
     info = server_info(live_host["port"])
     assert info["speculative_draft_window_size"] == 2048, (info, live_host["log"].read_text())
@@ -372,6 +387,7 @@ def test_apply_fixes_the_seed_scenario_and_verifies(live_host) -> None:  # type:
     # and --rollback restores the byte-identical file and the old server
     p = live_host["fix"]("--rollback", "--yes")
     assert p.returncode == 0, p.stdout
+    assert_said_once(p.stdout)
     assert live_host["script"].read_bytes() == original
     assert server_info(live_host["port"])["speculative_draft_window_size"] is None
 
@@ -472,3 +488,127 @@ def test_verification_compares_served_with_trained_spans() -> None:
     # an all-full drafter under a window is clamped on every version
     full = drafter_cfg(QWEN8B_DRAFTER)
     assert span_mismatch(host_facts(drafter=full, launch_args=flag, version="0.5.13"))
+
+
+# -- at a terminal: the plan first, then the question (issue 23 item 3) --------------------------
+
+
+def at_terminal(
+    args: list[str], answer: bytes, before_answer: Callable[[], None] = lambda: None
+) -> tuple[int, str]:
+    """`dflash-doctor ARGS` on a pseudo-terminal, answering its question with `answer`
+    (`before_answer` runs while the question waits): (exit code, everything it wrote, the
+    question included, in order)."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dflash_doctor", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "dumb"},
+    )
+    os.close(follower)
+    out, asked = b"", False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not asked and b"[y/N]" in out:
+            before_answer()
+            os.write(leader, answer)
+            asked = True
+        ready, _, _ = select.select([leader], [], [], 1)
+        if not ready:
+            if p.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the follower side closed: the command ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    return p.wait(timeout=60), out.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_at_a_terminal_the_plan_comes_before_the_question_and_no_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"n\n")
+    assert code == 0, out
+    question = out.index("Apply this change to v0513? [y/N]")
+    assert 0 <= out.index("+++ b/") < out.index("\n+ ") < question  # the diff, then the question
+    assert out.index("relaunch: ") < question
+    assert "nothing changed on v0513" in out[question:]
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+    assert not list(tree.rglob("*.bak"))
+
+
+def test_at_a_terminal_yes_applies_the_plan_shown_once(tmp_path: Path) -> None:
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"y\n")
+    assert code == 0, out
+    question = out.index("[y/N]")
+    assert out.count("+++ b/") == 1 and out.index("+++ b/") < question  # shown once, before
+    assert "wrote " in out[question:] and len(list(tree.rglob("*.dflash-doctor-*.bak"))) == 1
+
+
+def test_demo_apply_works_on_a_copy_and_says_where() -> None:
+    """`fix --demo --apply` (what `check --demo` suggests) never edits the installed demo."""
+    from dflash_doctor.demo import DEMO_DIR
+
+    before = {p: p.read_bytes() for p in DEMO_DIR.rglob("*") if p.is_file()}
+    p = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--demo", "--apply", "--yes"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "400"},
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert {p: p.read_bytes() for p in DEMO_DIR.rglob("*") if p.is_file()} == before
+    copy = Path(p.stderr.split("copy of the demo host in ", 1)[1].split()[0])
+    try:
+        assert copy.is_dir() and not copy.is_relative_to(DEMO_DIR)
+        assert "--speculative-draft-window-size 2048" in (copy / "etc/sglang/launch.sh").read_text()
+        assert len(list((copy / "etc/sglang").glob("launch.sh.dflash-doctor-*.bak"))) == 1
+        assert f"check --host-dir {copy}" in p.stderr
+        assert_said_once(p.stdout)
+    finally:
+        shutil.rmtree(copy.parent)
+    rollback = subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "fix", "--demo", "--rollback", "--yes"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert rollback.returncode == 2 and "--host-dir DIR --rollback" in rollback.stderr
+
+
+def test_at_a_terminal_yes_to_a_plan_the_host_no_longer_matches_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The file is edited while the question waits: the plan shown is no longer what would
+    be written, so "yes" writes nothing (exit 4) rather than a change nobody saw."""
+    tree = tmp_path / "v0513"
+    shutil.copytree(FIXTURE_HOSTS / "v0513", tree)
+    unit = tree / "etc/systemd/system/sglang.service"
+
+    def edit() -> None:
+        unit.write_text(unit.read_text().replace("--attention-backend flashinfer", "--tp 1"))
+
+    code, out = at_terminal(["fix", "--host-dir", str(tree), "--apply"], b"y\n", edit)
+    assert code == 4, out
+    assert "nothing changed: the plan is no longer the one shown" in out
+    assert "--tp 1" in unit.read_text() and not list(tree.rglob("*.bak"))

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError, validation_line
+from dflash_doctor.errors import DoctorError, FactError, ServerChoice, validation_line
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.transport.base import Transport
 
@@ -20,6 +20,8 @@ def attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
     """Run one gathering step; any bad input becomes a missing fact with one clear line."""
     try:
         return Fact[T].of(fn(), source=where)
+    except ServerChoice:
+        raise  # the user's choice to make, not a fact to go without (errors.ServerChoice)
     except FactError as e:
         return Fact[T].missing(f"{host}:{where}: {e}", source=where)
     except DoctorError as e:

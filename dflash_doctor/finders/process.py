@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.errors import DoctorError, FactError, FileMissing, ServerChoice
 from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.models import Fact, ServerProcess
 from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.host_exec import parse_status_ids
+from dflash_doctor.hosts import GatherHints
+from dflash_doctor.redact import redact_text
 from dflash_doctor.transport.base import Transport
 
 # Only what locates models and the server's own Python packages; never secrets.
@@ -30,10 +32,9 @@ def is_server(cmdline: bytes) -> bool:
     return True
 
 
-def find_pid(t: Transport, launch_file: str | None, service: str | None) -> int | None:
-    """The SGLang server's pid: the one the launch file starts (its port) when several run,
-    never merely the first one (`fix --apply` stops what this returns); None when none
-    runs. Refused where the host has no process table (offline)."""
+def running_servers(t: Transport) -> list[tuple[int, bytes]]:
+    """Every SGLang server process on the machine itself (pid, command line). Refused where
+    the host has no process table (offline)."""
     servers: list[tuple[int, bytes]] = []
     for pid in t.process_ids():
         try:
@@ -42,25 +43,136 @@ def find_pid(t: Transport, launch_file: str | None, service: str | None) -> int 
             continue  # processes come and go while we look
         if is_server(cmdline):
             servers.append((pid, cmdline))
-    servers = outside_containers(t, servers)
-    port = launch_file_port(t, launch_file, service) if len(servers) > 1 else None
-    if port is None:
+    return outside_containers(t, servers)
+
+
+def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
+    """The SGLang server's pid, never a silent pick among several (`fix --apply` stops what
+    this returns): the pid named (it must run SGLang), else the one on the port named, else
+    the only one, else the one the launch file starts (its port); None when none runs (or
+    the launch file's server does not run: the file alone is then the launch). Several
+    servers and no choice is a ServerChoice (exit 2) listing them."""
+    if hints.pid is not None:
+        return given_pid(t, host, hints.pid)
+    servers = running_servers(t)
+    if hints.server_port is not None:
+        on_port = [s for s in servers if _port(s) == hints.server_port]
+        if len(on_port) == 1:
+            return on_port[0][0]
+        raise ServerChoice(
+            f"{host}: no SGLang server listens on port {hints.server_port}"
+            + (f"; running: {describe_servers(t, servers)}" if servers else "")
+        )
+    if len(servers) <= 1:
         return servers[0][0] if servers else None
-    for pid, cmdline in servers:
-        try:
-            args = parse_cmdline(cmdline, source=f"process {pid}")
-        except (FactError, ValidationError):
-            continue
-        if server_address(args)[1] == port:
-            return pid
-    return None
+    port = launch_file_port(t, hints.launch_file, hints.compose_service)
+    if port is None:
+        raise ServerChoice(
+            f"{host}: {len(servers)} SGLang servers run: {describe_servers(t, servers)}; "
+            "choose one with --pid, --port or --launch"
+        )
+    mine = [pid for pid, cmdline in servers if _port((pid, cmdline)) == port]
+    return mine[0] if mine else None
 
 
-def given_pid(t: Transport, pid: int) -> int:
-    """The pid the user named, unless it runs in a Docker container (then a FactError naming
-    docker://NAME: its paths are the container's, not this machine's)."""
-    outside_containers(t, [(pid, b"")])
+def given_pid(t: Transport, host: str, pid: int) -> int:
+    """The pid the user named, when it runs an SGLang server on the machine itself. A pid
+    that no longer exists (relaunched since it was written down) or runs something else is
+    a ServerChoice: the run fails closed instead of going on with nothing to check. One in a
+    Docker container is a FactError naming docker://NAME (its paths are the container's)."""
+    try:
+        cmdline = read_cmdline(t, pid)
+    except FileMissing:
+        raise ServerChoice(
+            f"{host}: no process {pid} runs (relaunched since?): give --port, --launch or "
+            "the new --pid"
+        ) from None
+    except DoctorError as e:
+        raise ServerChoice(f"{host}: process {pid}: {e}") from None
+    if not is_server(cmdline):
+        raise ServerChoice(f"{host}: process {pid} is not an SGLang server")
+    outside_containers(t, [(pid, cmdline)])
     return pid
+
+
+def _port(server: tuple[int, bytes]) -> int | None:
+    pid, cmdline = server
+    try:
+        return server_address(parse_cmdline(cmdline, source=f"process {pid}"))[1]
+    except (FactError, ValidationError):
+        return None
+
+
+def describe_servers(t: Transport, servers: list[tuple[int, bytes]]) -> str:
+    """Each server as `pid N (owner U, port P, model M, unit S)`, for the user to choose
+    from; host text is redacted and bounded (a model path is the user's, never a secret,
+    but a long one is cut)."""
+    users = _user_names(t)
+    return "; ".join(_describe(t, pid, cmdline, users) for pid, cmdline in servers[:16]) + (
+        f"; and {len(servers) - 16} more" if len(servers) > 16 else ""
+    )
+
+
+def owner_name(t: Transport, uid: int | None, users: dict[int, str] | None = None) -> str:
+    """A process owner as the host names it (`alice`), else `uid N`; `?` when unknown."""
+    if uid is None:
+        return "?"
+    return (_user_names(t) if users is None else users).get(uid, f"uid {uid}")
+
+
+def _describe(t: Transport, pid: int, cmdline: bytes, users: dict[int, str]) -> str:
+    parts = [f"owner {owner_name(t, _owner_uid(t, pid), users)}"]
+    try:
+        launch = parse_cmdline(cmdline, source=f"process {pid}")
+        parts += [f"port {server_address(launch)[1]}", f"model {_short(launch.model_path)}"]
+    except (FactError, ValidationError):
+        parts.append("command line unreadable")
+    unit = _unit(t, pid)
+    if unit is not None:
+        parts.append(f"unit {unit}")
+    return f"pid {pid} ({', '.join(parts)})"
+
+
+def _short(text: str | None, limit: int = 120) -> str:
+    if text is None:
+        return "?"
+    text = redact_text(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _owner_uid(t: Transport, pid: int) -> int | None:
+    try:
+        status = t.read_file(f"/proc/{pid}/status", max_bytes=64 * 1024)
+        return parse_status_ids(status.decode("ascii", "replace")).uid
+    except DoctorError:
+        return None
+
+
+def _user_names(t: Transport) -> dict[int, str]:
+    """The host's user names by uid (its /etc/passwd), for the listing; {} if unreadable."""
+    try:
+        data = t.read_file("/etc/passwd", max_bytes=1 << 20).decode("utf-8", "replace")
+    except DoctorError:
+        return {}
+    names: dict[int, str] = {}
+    for line in data.splitlines():
+        fields = line.split(":")
+        if len(fields) > 2 and fields[2].isascii() and fields[2].isdigit() and fields[0]:
+            names.setdefault(int(fields[2]), fields[0][:32])
+    return names
+
+
+def _unit(t: Transport, pid: int) -> str | None:
+    """The systemd service that started the process (its cgroup names it), or None."""
+    try:
+        text = t.read_file(f"/proc/{pid}/cgroup", max_bytes=64 * 1024).decode("utf-8", "replace")
+    except DoctorError:
+        return None
+    for line in text.splitlines():
+        last = line.rsplit("/", 1)[-1]
+        if last.endswith(".service") and len(last) < 128:
+            return last
+    return None
 
 
 def outside_containers(t: Transport, servers: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -99,11 +211,7 @@ def server_process(
 ) -> ServerProcess:
     """The typed process fact: its interpreter (as the launch parse found it in the
     command line, past any `env` or `setpriv`), its owner, its environment's names."""
-    try:
-        status = t.read_file(f"/proc/{pid}/status", max_bytes=64 * 1024)
-        owner: int | None = parse_status_ids(status.decode("ascii", "replace")).uid
-    except DoctorError:
-        owner = None
+    owner = _owner_uid(t, pid)
     names = [i.split(b"=", 1)[0].decode("utf-8", "replace") for i in (environ or b"").split(b"\0")]
     return ServerProcess(
         pid=pid,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileMissing, PermissionDenied, TransportError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
@@ -79,10 +80,11 @@ class Applier:
     def _sudo(self, argv: list[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.spec.fix.sudo else argv
 
-    def _run(self, argv: list[str], timeout: float = 60) -> bytes:
-        # A step is shown as a command line someone could paste, never as a Python list.
-        shown = argv if argv[:2] != ["sh", "-c"] else argv[4:]
-        self.steps.append(shlex.join(shown) if shown is argv else f"start {shlex.join(shown)}")
+    def _run(self, argv: list[str], timeout: float = 60, *, shown: bool = True) -> bytes:
+        # A step is shown as a command line someone could paste, never as a Python list;
+        # `shown=False`: the caller says the step itself, once (the detached start).
+        if shown:
+            self.steps.append(shlex.join(argv))
         res = self.t.run(argv, timeout=timeout)
         if not res.ok:
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -219,13 +221,19 @@ class Applier:
             self.stopped = pid
         out = log or f"{source}.log"
         self.log_offset = self._size(out)
-        started = self._run(
-            ["sh", "-c", START_DETACHED, "sh", posixpath.dirname(source) or ".", out, *command]
+        where = posixpath.dirname(source) or "."
+        started = self._run(["sh", "-c", START_DETACHED, "sh", where, out, *command], shown=False)
+        # One step, as the command line a shell would run (what START_DETACHED does).
+        line = (
+            f"cd {shlex.quote(where)} && setsid nohup {shlex.join(command)} "
+            f">>{shlex.quote(out)} 2>&1 </dev/null &"
         )
         text = started.decode("ascii", "replace").strip()
         if text.isascii() and text.isdigit():
             self.started_session = int(text)
-            self.steps.append(f"started {source} in session {text}")
+            self.steps.append(f"started in session {text}: {line}")
+        else:
+            self.steps.append(f"started (no session id came back): {line}")
 
     def _size(self, path: str) -> int | None:
         try:
@@ -389,9 +397,8 @@ def _apply_locked(
         )
     a.steps.append(f"wrote {source}")
     if not live:
-        return Outcome(
-            "written", f"wrote {source} (backup {bak}); nothing relaunched", bak, steps=a.steps
-        )
+        # The steps name the file and its backup: the outcome says only what follows.
+        return Outcome("written", "written; `--rollback` restores the backup", bak, steps=a.steps)
     pid = spec.hints.pid or facts.server_pid()
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
@@ -424,6 +431,16 @@ def _written_runs(
     return None
 
 
+def _followed(spec: HostSpec, launch: LaunchArgs, plan: FixPlan, new_pid: int | None) -> HostSpec:
+    """The host as it is after a relaunch: the old pid is gone, so the server is followed by
+    the pid the doctor started, else (systemd, compose, a relaunch command) by the port the
+    new launch listens on, never by a stale pid nor a pick among several servers."""
+    if new_pid is not None:
+        return spec.override(pid=new_pid, server_port=None)
+    port = server_address(launch.model_copy(update={"argv": plan.new_argv or launch.argv}))[1]
+    return spec.override(pid=None, server_port=port)
+
+
 def _relaunch_verified(
     a: Applier,
     spec: HostSpec,
@@ -448,7 +465,7 @@ def _relaunch_verified(
             # some other process (another server on the host) in its place.
             failure = f"the relaunched server (session {a.started_session}) is not running"
         if failure is None:
-            new_facts = gather(spec.override(pid=new_pid), a.t)
+            new_facts = gather(_followed(spec, launch, plan, new_pid), a.t)
             # Still failing: a check that still asks for a launch edit (an upgrade it also
             # asks for is a manual step the edit never claimed to do).
             still = [
@@ -588,7 +605,12 @@ def rollback(
         a.write(real, data, transport.file_mode(bak))
         a.steps.append(f"restored {real} from {bak}")
         if transport.relaunch_refused is not None:
-            return Outcome("written", f"restored {source} from {bak}", bak, steps=a.steps)
+            return Outcome(
+                "written",
+                "rolled back (offline or recorded host: nothing relaunched)",
+                bak,
+                steps=a.steps,
+            )
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
         a.relaunch(launch, real, spec.hints.pid or facts.server_pid(), log)
         why_not = a.wait_healthy(launch)
@@ -597,9 +619,10 @@ def rollback(
     if why_not is not None:
         return Outcome(
             "failed",
-            f"restored {source} from {bak}, but {why_not}; start it with {source}",
+            f"rolled back the file, but the old server did not come back: {why_not}; "
+            f"start it with {source}",
             bak,
             a.log_tail(facts),
             a.steps,
         )
-    return Outcome("applied", f"restored {source} from {bak} and relaunched", bak, steps=a.steps)
+    return Outcome("applied", "rolled back and relaunched", bak, steps=a.steps)

@@ -47,6 +47,8 @@ class PlanView(BaseModel):
     secret_variables: list[str] = Field(default_factory=list)
     manual: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # The exact process `--apply` stops (pid, owner, command line), when one runs.
+    stop: str | None = None
     # How the server would be relaunched, when there is a change.
     relaunch: str | None = None
 

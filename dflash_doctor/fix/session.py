@@ -3,12 +3,14 @@ FixReport (fix/report.py) that render/fix.py prints and the CLI turns into the e
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
+from dflash_doctor.finders.process import owner_name
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
@@ -37,9 +39,11 @@ def fix_host(
     bench: BenchOptions | None = None,
     bench_threshold: float = 0.05,
     local_env: Mapping[str, str] | None = None,
+    shown: PlanView | None = None,
 ) -> FixReport:
     """One host's fix report: planned, applied (`apply`) or rolled back (`roll_back`); an
-    unreachable host or a failing step is an outcome in the report, never an exception."""
+    unreachable host or a failing step is an outcome in the report, never an exception.
+    `shown`: the plan the user said yes to; `apply` carries out that plan or nothing."""
     try:
         transport = open_transport(spec, ssh)
     except DoctorError as e:
@@ -67,8 +71,7 @@ def fix_host(
         view = _view(plan)
         if plan.changes:
             # after the view: a launch it cannot describe still shows the change, then the error
-            relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
-            view = view.model_copy(update={"relaunch": relaunch})
+            view = _with_processes(view, spec, transport, writer, facts, plan, source)
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
         return _apply(
@@ -78,6 +81,7 @@ def fix_host(
             plan,
             facts,
             view,
+            shown=shown,
             stamp=stamp,
             health_timeout=health_timeout,
             bench=bench,
@@ -87,6 +91,40 @@ def fix_host(
         return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
+
+
+def _with_processes(
+    view: PlanView,
+    spec: HostSpec,
+    transport: Transport,
+    writer: Transport,
+    facts: HostFacts,
+    plan: FixPlan,
+    source: str | None,
+) -> PlanView:
+    """The view with the process `--apply` stops and how it relaunches the server."""
+    relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
+    stop = _stop_line(spec, transport, facts, source, writer.relaunch_refused)
+    return view.model_copy(update={"relaunch": relaunch, "stop": stop})
+
+
+def _stop_line(
+    spec: HostSpec,
+    transport: Transport,
+    facts: HostFacts,
+    source: str | None,
+    refused: str | None,
+) -> str | None:
+    """The process `--apply` stops, named exactly: pid, owner and command line (redacted).
+    None where the doctor stops nothing (recorded or offline host, a configured relaunch
+    command, no launch file to relaunch from, no server running)."""
+    pid = spec.hints.pid or facts.server_pid()
+    if refused is not None or spec.fix.relaunch or source is None or pid is None:
+        return None
+    server, launch = facts.server.value, facts.launch.value
+    owner = owner_name(transport, server.owner_uid if server is not None else None)
+    command = shlex.join(redact_argv(launch.argv)) if launch is not None else "?"
+    return f"pid {pid} (owner {owner}): {command}"
 
 
 def _launch_source(
@@ -161,13 +199,18 @@ def _apply(
     facts: HostFacts,
     view: PlanView,
     *,
+    shown: PlanView | None,
     stamp: str,
     health_timeout: float,
     bench: BenchOptions | None,
     bench_threshold: float,
 ) -> FixReport:
     """The plan applied through `writer` (benchmarked before and after on the host when asked
-    and the host is live), reported with the view shown."""
+    and the host is live), reported with the view shown. `shown`: the plan the user said
+    yes to at the terminal; a plan that differs by now is not applied."""
+    if shown is not None and view != shown:
+        message = "nothing changed: the plan is no longer the one shown; run fix again"
+        return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
     step = None
     if bench is not None and plan.changes and transport.live_refused is None:
         from dflash_doctor.fix.bench_step import BenchStep

@@ -10,15 +10,17 @@ from dflash_doctor.fix.report import FixReport, PlanView
 from dflash_doctor.render.text import clean
 
 
-def render_fix(report: FixReport, console: Console) -> None:
-    console.rule(Text(f"{report.host}  fix", style="bold"), align="left")
+def render_fix(report: FixReport, console: Console, *, plan: bool = True) -> None:
+    """One host's report; `plan=False` after the plan was shown (at the question)."""
+    if plan:
+        console.rule(Text(f"{report.host}  fix", style="bold"), align="left")
     if report.outcome == "unreachable":
         console.print(Text(clean(f"unreachable: {report.error}"), style="bold red"))
         return
     if report.outcome == "no_rollback":
         console.print(Text("no launch file to roll back", style="red"))
         return
-    if report.plan is not None:
+    if report.plan is not None and plan:
         _plan(report.plan, console)
     if report.bench is not None:
         from dflash_doctor.render.bench import render_bench_pair
@@ -54,6 +56,8 @@ def _plan(plan: PlanView, console: Console) -> None:
         console.print(Text(clean(f"not automated: {line}"), style="yellow"))
     for note in plan.notes:
         console.print(Text(clean(note), style="dim"))
+    if plan.stop is not None:
+        console.print(Text(clean(f"stop: {plan.stop}"), style="dim"))
     if plan.relaunch is not None:
         console.print(Text(clean(f"relaunch: {plan.relaunch}"), style="dim"))
 

@@ -68,6 +68,22 @@ def _finding(f: Finding) -> Panel:
     return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
 
 
+def _skips(host: HostReport) -> dict[str, list[str]]:
+    """The skipped checks by reason, each reason said once: a fact that could not be read
+    is named above (`could not read ...`), so its skips point there instead of repeating it."""
+    shown = {err.partition(": ")[2]: err.partition(": ")[0] for err in host.fact_errors}
+    grouped: dict[str, list[str]] = {}
+    for r in host.results:
+        if r.status != "skipped":
+            continue
+        reason = r.reason or ""
+        need, _, why = reason.partition(": ")
+        if need.startswith("needs ") and why in shown:
+            reason = f"{need} (could not read {shown[why]}, above)"
+        grouped.setdefault(reason, []).append(f"{r.check_id} {r.name}")
+    return grouped
+
+
 def render_terminal(report: Report, console: Console) -> None:
     """The report for a terminal: per host its findings, then the summary."""
     for host in report.hosts:
@@ -104,11 +120,8 @@ def render_terminal(report: Report, console: Console) -> None:
         passed = [r.check_id for r in host.results if r.status == "passed"]
         if passed:
             console.print(Text("passed: " + ", ".join(passed), style="green"))
-        for r in host.results:
-            if r.status == "skipped":
-                console.print(
-                    Text(clean(f"skipped {r.check_id} {r.name}: {r.reason}"), style="dim")
-                )
+        for reason, checks in _skips(host).items():
+            console.print(Text(clean(f"skipped {', '.join(checks)}: {reason}"), style="dim"))
     for note in report.notes:
         console.print(Text(clean(note), style="yellow"))
     s = report.summary
