@@ -305,8 +305,9 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     `srt/server_args.py` 0.5.11:3425, `arg_groups/speculative_hook.py` 0.5.23:431. Sliding
     window: `speculative/dflash_utils.py` 0.5.14:352, 0.5.23:413. Negative sink:
     `arg_groups/speculative_hook.py` 0.5.21:189, 0.5.23:225. Drafter block size:
-    `speculative/dflash_utils.py` 0.5.11:257, 0.5.23:515 (not an integer: 0.5.11:254,
-    0.5.23:512). Layer type: `models/dflash.py` 0.5.14:64, 0.5.23:190.
+    `speculative/dflash_utils.py` 0.5.11:257, 0.5.23:515; not an integer:
+    `speculative/dflash_utils.py` 0.5.11:254, 0.5.23:512. Layer type: `models/dflash.py`
+    0.5.14:64, 0.5.23:190.
     """
     require_dflash(facts)
     launch = facts.launch.value

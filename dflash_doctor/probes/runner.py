@@ -39,6 +39,23 @@ def kv_storage_dtype(kv_cache_dtype: str | None, drafter: DrafterConfig) -> str:
     return drafter.dtype if drafter.dtype in ("float32", "float16", "bfloat16") else "bfloat16"
 
 
+def _require_layer_types(drafter: DrafterConfig) -> None:
+    """The probe builds each layer by its type: it needs them known and of the two kinds."""
+    if drafter.unknown_layer_types:
+        raise FactError(
+            f"cannot probe: layer_types has types SGLang does not build: "
+            f"{drafter.unknown_layer_types}"
+        )
+    if (
+        drafter.layer_types_source == "unknown"
+        or len(drafter.layer_types) != drafter.num_hidden_layers
+    ):
+        raise FactError(
+            f"cannot probe: the drafter's layer types are unknown (no layer_types, and "
+            f"model_type {drafter.model_type!r} has no modelled derivation)"
+        )
+
+
 def probe_spec(
     drafter: DrafterConfig,
     config_json: dict[str, Any],
@@ -64,15 +81,7 @@ def probe_spec(
     `window` replaces the drafter's trained sliding window for a reduced run; a draft
     window flag equal to the trained window follows it, so "flag at the window" stays so.
     """
-    if (
-        drafter.layer_types_source == "unknown"
-        or drafter.unknown_layer_types
-        or len(drafter.layer_types) != drafter.num_hidden_layers
-    ):
-        raise FactError(
-            f"cannot probe: the drafter's layer types are unknown (no layer_types, and "
-            f"model_type {drafter.model_type!r} has no modelled derivation)"
-        )
+    _require_layer_types(drafter)
     trained = drafter.effective_sliding_window
     if window and trained and draft_window == trained:
         draft_window = window
