@@ -157,7 +157,7 @@ def test_overlapping_intervals_are_no_change_never_a_verdict() -> None:
 
 
 def test_interval_is_student_t_over_repeats() -> None:
-    from dflash_doctor.bench.stats import cell_interval, interval, request_weighted
+    from dflash_doctor.facts.bench_stats import cell_interval, interval, request_weighted
 
     i = interval([1.0, 2.0, 3.0])
     assert i is not None and i.mean == 2.0 and i.n == 3

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from dflash_doctor.bench.collapse import collapsed, likely_causes
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
+from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult, HostFacts
 from dflash_doctor.facts.runtime import server_address

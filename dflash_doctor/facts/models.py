@@ -469,7 +469,7 @@ class BenchResult(BaseModel):
     prompts: list[str] = Field(default_factory=lambda: ["random (content-free control)"])
     repeats: int = 1
     corpus_notice: str | None = None  # the corpus's license notice when its text was sent
-    # Silent collapse (bench/collapse.py): the verdict line, then its likely causes ranked.
+    # Silent collapse (checks/silent_collapse.py, DFD143): the verdict line, then its likely causes ranked.
     collapse: list[str] = Field(default_factory=list)
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)

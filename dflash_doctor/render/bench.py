@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_doctor.bench.compare import Verdict
-from dflash_doctor.bench.stats import (
+from dflash_doctor.facts.bench_stats import (
     cell_interval,
     finish_share,
     histogram,
@@ -153,7 +153,7 @@ def render_bench(result: BenchResult, console: Console) -> None:
 
 
 def collapse_lines(result: BenchResult) -> list[str]:
-    """The silent-collapse verdict and its likely causes, ranked (bench/collapse.py)."""
+    """The silent-collapse verdict and its likely causes, ranked (checks/silent_collapse.py, DFD143)."""
     if not result.collapse:
         return []
     return [result.collapse[0], *(f"  likely: {c}" for c in result.collapse[1:])]

@@ -7,6 +7,9 @@ more); its request-weighted mean averages the requests (each answer counts once)
 interval is Student's t over the repeats' token-weighted means (the repeats are the
 independent samples: requests inside one repeat share the server's batch); with one
 repeat, over the requests. Two cells whose intervals overlap are "no change".
+
+It lives with the facts because bench, render and the silent-collapse check (DFD143) all
+read a bench this way, and checks may import only facts.
 """
 
 from __future__ import annotations
