@@ -143,7 +143,10 @@ def silent_collapse(facts: HostFacts) -> list[Finding]:
     evidence = [Evidence(kind="derived", text=_cell_text(c, i)) for c, i in measured]
     if len(evidence) > EVIDENCE_CELLS:
         rest = len(evidence) - EVIDENCE_CELLS
-        evidence = [*evidence[:EVIDENCE_CELLS], Evidence(kind="derived", text=f"and {rest} more cells like these")]
+        evidence = [
+            *evidence[:EVIDENCE_CELLS],
+            Evidence(kind="derived", text=f"and {rest} more cells like these"),
+        ]
     top = round(max(i.mean for _, i in measured), 3)
     causes = likely_causes(facts)
     fixes = []
