@@ -8,7 +8,8 @@ The case runs through the command a user types, with `--select ID --format json`
 Checks on what the running server answers over HTTP (`/server_info`) have a third kind:
 `live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags and
 environment (`env`; from a venv holding `sglang-X.dist-info` when it names an
-`installed_version`), may change its state through `/set_internal_state`, and runs `check local --pid PID` on it.
+`installed_version`), may change its state through `/set_internal_state`, and runs
+`check local --pid PID` on it.
 `fires` must report the check failed with a finding of that id, `clean` must report it
 passed: not skipped, since a skipped check proves nothing about being clean.
 
