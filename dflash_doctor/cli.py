@@ -267,6 +267,7 @@ def _bench_options(
     yes: bool = False,
     prompts: str | None = None,
     repeats: int = 3,
+    baseline_port: int | None = None,
 ) -> BenchOptions:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.bench.prompts import parse_prompts
@@ -281,6 +282,7 @@ def _bench_options(
         yes=yes,
         prompts=tuple(parse_prompts(prompts)),
         repeats=repeats,
+        baseline_port=baseline_port,
     )
 
 
@@ -1170,6 +1172,17 @@ _RepeatsOpt = Annotated[
     int, typer.Option("--repeats", min=1, help="runs per cell for a 95 % interval (>= 3)")
 ]
 
+_BaselinePortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--baseline-port",
+        min=1,
+        max=65535,
+        help="also bench the same cells on this port: the same model served without "
+        "--speculative-algorithm (you start it); reports where DFLASH is slower",
+    ),
+]
+
 
 @app.command("bench")
 def bench_command(
@@ -1183,6 +1196,7 @@ def bench_command(
     yes: _BenchYesOpt = False,
     prompts: _PromptsOpt = None,
     repeats: _RepeatsOpt = 3,
+    baseline_port: _BaselinePortOpt = None,
     fmt: FormatOpt = Format.text,
     output: _BenchOutputOpt = None,
     plot: _BenchPlotOpt = None,
@@ -1203,7 +1217,7 @@ def bench_command(
         require_matplotlib()  # before the sweep, not after it
     options = _bench_options(
         contexts, concurrency, max_new_tokens, temperature, seed, max_total_tokens, yes, prompts,
-        repeats,
+        repeats, baseline_port,
     )  # fmt: skip
     (spec,) = _specs(
         [host],

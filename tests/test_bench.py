@@ -157,7 +157,7 @@ def test_overlapping_intervals_are_no_change_never_a_verdict() -> None:
 
 
 def test_interval_is_student_t_over_repeats() -> None:
-    from dflash_doctor.bench.stats import cell_interval, interval, request_weighted
+    from dflash_doctor.facts.bench_stats import cell_interval, interval, request_weighted
 
     i = interval([1.0, 2.0, 3.0])
     assert i is not None and i.mean == 2.0 and i.n == 3
@@ -641,3 +641,89 @@ def test_hostile_server_answers_become_one_line(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_bench_baseline_finds_where_dflash_stops_paying(stand_in, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two stand-ins of one model: DFLASH (0.5.11: sliding layers served past the window, so
+    acceptance falls at long contexts) and the same model without --speculative-algorithm
+    on another port. The stand-in prices a verify step dearer as the batch grows (its
+    `step_cost`), so speculation pays at concurrency 1 and not at 8 on long contexts."""
+    step = "export FAKE_SGLANG_STEP_S=0.01\n"
+    stand_in["write"](
+        "0.5.11", step + f"export FAKE_SGLANG_REQUEST_LOG={tmp_path / 'spec.jsonl'}\n"
+    )
+    stand_in["start"]()
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path / "site-0.5.11"),
+        "FAKE_SGLANG_STEP_S": "0.01",
+        "FAKE_SGLANG_REQUEST_LOG": str(tmp_path / "plain.jsonl"),
+    }
+    models = tmp_path / "models"
+    plain_argv = [sys.executable, "-m", "sglang.launch_server", "--model-path",
+                  str(models / "target"), "--port", str(port)]  # fmt: skip
+    with open(tmp_path / "plain.log", "ab") as out:
+        plain = subprocess.Popen(
+            plain_argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while not healthy(port):
+            assert time.monotonic() < deadline and plain.poll() is None
+            time.sleep(0.1)
+        p = stand_in["doctor"](
+            *bench_args(stand_in, "--contexts", "512,8192", "--concurrency", "1,8",
+                        "--temperature", "0", "--repeats", "5", "--baseline-port", str(port)),
+        )  # fmt: skip
+        text = stand_in["doctor"](
+            *bench_args(stand_in, "--contexts", "512", "--concurrency", "1", "--prompts", "code",
+                        "--temperature", "0", "--baseline-port", str(port), "--format", "text"),
+        )  # fmt: skip
+    finally:
+        plain.terminate()
+        plain.wait(timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    base = doc["baseline"]
+    assert f"port {port}" in base["source"] and "without --speculative-algorithm" in base["source"]
+    # What reached each server: the same text, sizes and repeats; the plain one answers
+    # without spec_* keys, so its cells have no accept length.
+    spec_rows, plain_rows = (
+        logged_file(tmp_path / "spec.jsonl"),
+        logged_file(tmp_path / "plain.jsonl"),
+    )
+    # two kinds x two contexts x (1 + 8) requests x 5 repeats, then the text run's 3
+    assert len(spec_rows) == len(plain_rows) == 2 * 2 * (1 + 8) * 5 + 3
+    assert sorted(str(r["text"]) for r in spec_rows) == sorted(str(r["text"]) for r in plain_rows)
+    assert all(c["accept_length"] is None and c["tokens_per_s_total"] for c in base["cells"])
+    by = {(q["prompts"], q["context"], q["concurrency"]): q for q in base["pairs"]}
+    assert len(by) == 8
+    for q in by.values():
+        assert q["tokens_per_s"] and q["tokens_per_s_baseline"] and q["break_even_accept_length"]
+        assert q["latency_s"] and q["latency_s_baseline"]
+    # Concurrency 1: speculation pays (break-even near the stand-in's 1.25 step ratio).
+    assert by[("code", 512, 1)]["verdict"] == "faster"
+    assert by[("code", 512, 1)]["break_even_accept_length"] < 2.0
+    # Concurrency 8: a verify step costs up to ~3.6 plain steps (fewer as requests stop
+    # naturally and the batch thins); prose past the window accepts ~1.5. The repeats are
+    # paired (the same excerpts on both servers), so the speedup's interval is narrow.
+    slow = by[("prose", 8192, 8)]
+    assert slow["verdict"] == "slower" and slow["speedup_ci95"][1] < 1.0
+    assert slow["break_even_accept_length"] > slow["accept_length"]
+    # the break-even rises with the batch: a verify step costs more plain steps at 8 than at 1
+    for kind, ctx in (("code", 512), ("prose", 8192)):
+        assert by[(kind, ctx, 8)]["break_even_accept_length"] > (
+            by[(kind, ctx, 1)]["break_even_accept_length"] + 0.3
+        )
+    region = [line for line in base["verdict"] if line.startswith("DFLASH is slower")]
+    assert region and "8192x8" in region[0] and "x1" not in region[0]
+    assert any("--max-running-requests" in line for line in base["verdict"])
+    # The terminal report shows the pair per cell in 80 columns.
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "with vs without speculation: code" in text.stdout and "tok/s on/off" in text.stdout
+
+
+def logged_file(path: Path) -> list[dict[str, object]]:
+    """One row per /generate the stand-in logged to `path` (FAKE_SGLANG_REQUEST_LOG)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

@@ -1,7 +1,7 @@
 """Compare two bench sweeps (before and after a fix): keep the fix, or not (pure).
 
 Cells pair by (prompts, context, concurrency, temperature). Each cell's accept length has a
-95 % interval over its repeats (bench/stats.py); a pair whose intervals overlap, or whose
+95 % interval over its repeats (facts/bench_stats.py); a pair whose intervals overlap, or whose
 means differ by no more than `noise_floor`, is "no change", never a verdict. The fix is
 kept unless a cell beyond the drafter's window (or any cell, without a window) got worse
 by more than `threshold` (default 5 %) with intervals apart, or a cell inside the window
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from dflash_doctor.bench.stats import Interval, cell_interval
+from dflash_doctor.facts.bench_stats import Interval, cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult
 
 DEFAULT_THRESHOLD = 0.05

@@ -46,6 +46,8 @@ class BenchOptions:
     request_timeout: float = 600.0
     prompts: tuple[PromptSet, ...] = field(default_factory=lambda: tuple(parse_prompts(None)))
     repeats: int = DEFAULT_REPEATS
+    # `--baseline-port`: the same cells on a server without speculation (bench/baseline.py).
+    baseline_port: int | None = None
 
 
 @dataclass
@@ -198,6 +200,8 @@ def plan_matrix(facts: HostFacts, options: BenchOptions) -> Matrix:
         repeats=max(1, options.repeats),
     )
     sent = _tokens_sent(matrix.cells(), options.max_new_tokens, matrix.repeats)
+    if options.baseline_port is not None:
+        sent *= 2  # the same cells again on the server without speculation
     if sent > options.max_total_tokens:
         raise UsageError(
             f"the bench would send {sent} tokens, over --max-total-tokens "

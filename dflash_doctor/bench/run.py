@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from dflash_doctor.bench.collapse import collapsed, likely_causes
+from dflash_doctor.bench.baseline import verdict_lines
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
+from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
-from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult, HostFacts
+from dflash_doctor.facts.models import (
+    BenchBaseline,
+    BenchCell,
+    BenchRequest,
+    BenchResult,
+    HostFacts,
+)
 from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.gather import gather
@@ -48,11 +55,15 @@ def traffic(
 def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
     """One repeat of a cell from the host's answer; a malformed request row is an error row,
     not a crash."""
+    wall = answer.get("wall_s")
+    # One entry per repeat (0.0: not measured), so entry r is repeat r's wall time.
+    cell.repeat_wall_s.append(
+        float(wall) if isinstance(wall, int | float) and "error" not in answer else 0.0
+    )
     if "error" in answer:
         cell.error = cell.error or str(answer["error"])
         return
-    wall = answer.get("wall_s")
-    cell.wall_s += float(wall) if isinstance(wall, int | float) else 0.0
+    cell.wall_s += cell.repeat_wall_s[-1]
     sized = answer.get("sized_by")
     if isinstance(sized, str) and cell.sized_by in (None, "tokenize"):
         cell.sized_by = sized[:20]  # "estimate" on any repeat is what the cell reports
@@ -131,21 +142,18 @@ def _refuse_traffic(
         )
 
 
-def run_matrix(
+def _measure(
     transport: Transport,
-    facts: HostFacts,
+    address: tuple[str, int],
+    pid: int | None,
     matrix: Matrix,
     options: BenchOptions,
-    pid: int | None,
+    notes: list[str],
     progress: Progress | None = None,
-) -> BenchResult:
-    """Run every cell of the matrix, each `repeats` times, on the host (flushing the prefix
-    cache before each), refusing a server under traffic unless --yes."""
-    address = server_address(facts.launch.value)
-    if facts.runtime.value is None:
-        raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")
-    _refuse_traffic(transport, facts, address, pid, options.yes)
-    result = _result(facts, matrix, options)
+) -> list[BenchCell]:
+    """Every cell of the matrix, each `repeats` times, on the server at `address` (its prefix
+    cache flushed before each repeat)."""
+    cells = []
     for ps, ctx, conc, temp in matrix.cells():
         cell = BenchCell(
             context=ctx,
@@ -160,18 +168,78 @@ def run_matrix(
                 size = f"{ctx} tokens" if ctx else "as given"
                 progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
             op, note = _cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
-            if note and note not in result.notes:
-                result.notes.append(note)
+            if note and note not in notes:
+                notes.append(note)
             flush, answer = ask_server(
                 transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
             )
             _add_repeat(cell, answer, repeat)
             if "error" in flush and cell.error is None:
-                result.notes.append(f"cell {ctx}x{conc}: {flush['error']}")
-        result.cells.append(cell)
+                notes.append(f"cell {ctx}x{conc}: {flush['error']}")
+        cells.append(cell)
+    return cells
+
+
+def _plain_server(transport: Transport, address: tuple[str, int]) -> str:
+    """The baseline server's release, refusing one that speculates or does not answer."""
+    (info,) = ask_server(transport, address, None, [{"op": "info"}])
+    body = info.get("body")
+    if not isinstance(body, dict):
+        raise UsageError(f"baseline server on port {address[1]}: {info.get('error', 'no answer')}")
+    algo = body.get("speculative_algorithm")
+    if algo:
+        raise UsageError(
+            f"baseline server on port {address[1]} runs speculative_algorithm={str(algo)[:40]}: "
+            "start it without --speculative-algorithm"
+        )
+    return str(body.get("version") or "unknown")[:40]
+
+
+def _baseline(
+    transport: Transport,
+    facts: HostFacts,
+    matrix: Matrix,
+    options: BenchOptions,
+    result: BenchResult,
+    progress: Progress | None,
+) -> BenchBaseline:
+    """The same cells on the user's server without speculation, and where DFLASH is slower.
+    Its API key is not sent (pid None): the baseline server is the user's own test server."""
+    assert options.baseline_port is not None
+    address = (server_address(facts.launch.value)[0], options.baseline_port)
+    version = _plain_server(transport, address)
+    _refuse_traffic(transport, facts, address, None, options.yes)
+    baseline = BenchBaseline(
+        source=f"port {address[1]}, SGLang {version}, without --speculative-algorithm",
+        cells=_measure(transport, address, None, matrix, options, result.notes, progress),
+    )
+    result.baseline = baseline
+    baseline.verdict = verdict_lines(result)
+    return baseline
+
+
+def run_matrix(
+    transport: Transport,
+    facts: HostFacts,
+    matrix: Matrix,
+    options: BenchOptions,
+    pid: int | None,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Run every cell of the matrix, each `repeats` times, on the host (flushing the prefix
+    cache before each), refusing a server under traffic unless --yes; then, with a baseline
+    port, the same cells on the server without speculation."""
+    address = server_address(facts.launch.value)
+    if facts.runtime.value is None:
+        raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")
+    _refuse_traffic(transport, facts, address, pid, options.yes)
+    result = _result(facts, matrix, options)
+    result.cells = _measure(transport, address, pid, matrix, options, result.notes, progress)
     verdict = collapsed(result)
     if verdict is not None:
         result.collapse = [verdict, *likely_causes(facts)]
+    if options.baseline_port is not None:
+        _baseline(transport, facts, matrix, options, result, progress)
     return result
 
 
@@ -189,5 +257,6 @@ def bench_host(
     matrix = plan_matrix(facts, options)
     if progress is None:
         return run_matrix(transport, facts, matrix, options, pid)
-    with progress(len(matrix.cells()) * matrix.repeats) as step:
+    runs = 2 if options.baseline_port is not None else 1
+    with progress(len(matrix.cells()) * matrix.repeats * runs) as step:
         return run_matrix(transport, facts, matrix, options, pid, step)

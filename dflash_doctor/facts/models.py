@@ -424,6 +424,7 @@ class BenchCell(BaseModel):
     repeats: int = 1
     sized_by: str | None = None  # "tokenize", "estimate" or "as given"; None: random ids
     wall_s: float = 0.0
+    repeat_wall_s: list[float] = Field(default_factory=list)  # each repeat's wall time
     requests: list[BenchRequest] = Field(default_factory=list)
     error: str | None = None
 
@@ -461,6 +462,15 @@ class BenchCell(BaseModel):
         return sum(lat) / len(lat) if lat else None
 
 
+class BenchBaseline(BaseModel):
+    """The same cells measured on a server without speculation (`bench --baseline-port`),
+    and the verdict lines on where speculation stops paying (bench/baseline.py)."""
+
+    source: str  # where the baseline was measured, in words
+    cells: list[BenchCell] = Field(default_factory=list)
+    verdict: list[str] = Field(default_factory=list)
+
+
 class BenchResult(BaseModel):
     """A bench sweep: the matrix, the cells, and what the server was when it ran."""
 
@@ -476,8 +486,9 @@ class BenchResult(BaseModel):
     prompts: list[str] = Field(default_factory=lambda: ["random (content-free control)"])
     repeats: int = 1
     corpus_notice: str | None = None  # the corpus's license notice when its text was sent
-    # Silent collapse (bench/collapse.py): the verdict line, then its likely causes ranked.
+    # Silent collapse (checks/silent_collapse.py, DFD143): the verdict, then its causes ranked.
     collapse: list[str] = Field(default_factory=list)
+    baseline: BenchBaseline | None = None
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

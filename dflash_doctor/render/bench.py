@@ -14,8 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from dflash_doctor.bench.baseline import Pair, pairs
 from dflash_doctor.bench.compare import Verdict
-from dflash_doctor.bench.stats import (
+from dflash_doctor.facts.bench_stats import (
+    Interval,
     cell_interval,
     finish_share,
     histogram,
@@ -24,7 +26,7 @@ from dflash_doctor.bench.stats import (
 )
 from dflash_doctor.facts.models import BenchCell, BenchResult
 
-SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals (issue 24)
+SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals, baseline (issue 24)
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -72,14 +74,55 @@ def _mean_of(values: list[int | None]) -> float | None:
 def bench_document(result: BenchResult, verdict: Verdict | None = None) -> dict[str, Any]:
     """The bench JSON document: the sweep, each cell with its requests, the verdict if any."""
     doc: dict[str, Any] = {"schema": SCHEMA}
-    doc.update(result.model_dump(exclude={"cells"}))
+    doc.update(result.model_dump(exclude={"cells", "baseline"}))
     doc["cells"] = [
         {**cell_summary(c), "per_request": [r.model_dump() for r in c.requests]}
         for c in result.cells
     ]
+    if result.baseline is not None:
+        doc["baseline"] = baseline_document(result)
     if verdict is not None:
         doc["verdict"] = verdict.model_dump()
     return doc
+
+
+def _pair_summary(p: Pair) -> dict[str, Any]:
+    """One cell with and without speculation, as the JSON report gives it."""
+
+    def ci(i: Interval | None) -> list[float] | None:
+        return [i.lo, i.hi] if i is not None else None
+
+    return {
+        "prompts": p.spec.prompts,
+        "context": p.spec.context,
+        "concurrency": p.spec.concurrency,
+        "temperature": p.spec.temperature,
+        "accept_length": p.accept.mean if p.accept else None,
+        "tokens_per_s": p.tps.mean if p.tps else None,
+        "tokens_per_s_ci95": ci(p.tps),
+        "tokens_per_s_baseline": p.tps_base.mean if p.tps_base else None,
+        "tokens_per_s_baseline_ci95": ci(p.tps_base),
+        "latency_s": p.latency.mean if p.latency else None,
+        "latency_s_baseline": p.latency_base.mean if p.latency_base else None,
+        "speedup": _mean(p.speedup),
+        "speedup_ci95": ci(p.speedup),
+        "break_even_accept_length": p.break_even,
+        "verdict": p.verdict,
+    }
+
+
+def baseline_document(result: BenchResult) -> dict[str, Any]:
+    """The baseline part of the JSON document: where, the verdict, each cell paired."""
+    assert result.baseline is not None
+    return {
+        "source": result.baseline.source,
+        "verdict": result.baseline.verdict,
+        "pairs": [_pair_summary(p) for p in pairs(result)],
+        "cells": [
+            {**cell_summary(c), "per_request": [r.model_dump() for r in c.requests]}
+            for c in result.baseline.cells
+        ],
+    }
 
 
 def render_bench_json(result: BenchResult) -> str:
@@ -126,6 +169,48 @@ def bench_table(result: BenchResult, title: str | None = None, prompts: str | No
     return table
 
 
+def _mean(i: Interval | None) -> float | None:
+    return i.mean if i is not None else None
+
+
+def baseline_table(result: BenchResult, prompts: str) -> Table:
+    """With vs without speculation per cell of one kind of prompt (80 columns): throughput
+    and latency on/off, the break-even accept length and the verdict."""
+    table = Table(
+        "context", "conc", "T", "accept", "b-even", "tok/s on/off", "lat s on/off", "DFLASH",
+        title=f"with vs without speculation: {prompts}", box=None, title_justify="left",
+    )  # fmt: skip
+    for p in pairs(result):
+        if p.spec.prompts != prompts:
+            continue
+        tps = f"{_f(_mean(p.tps), 0)}/{_f(_mean(p.tps_base), 0)}"
+        lat = f"{_f(_mean(p.latency))}/{_f(_mean(p.latency_base))}"
+        style = {"slower": "red", "faster": "green"}.get(p.verdict, "")
+        table.add_row(
+            str(p.spec.context) if p.spec.context else "given",
+            str(p.spec.concurrency),
+            f"{p.spec.temperature:g}",
+            _f(_mean(p.accept)),
+            _f(p.break_even),
+            tps,
+            lat,
+            Text(p.verdict, style=style),
+        )
+    return table
+
+
+def render_baseline(result: BenchResult, console: Console) -> None:
+    """The baseline's tables and its verdict lines (where DFLASH is slower, the bound)."""
+    if result.baseline is None:
+        return
+    console.print(Text(f"baseline: {result.baseline.source}", style="dim"))
+    for kind in _kinds(result):
+        console.print(baseline_table(result, kind))
+    for line in result.baseline.verdict:
+        slower = line.startswith(("DFLASH is slower", "bound it", "slower already"))
+        console.print(Text(line, style="bold red" if slower else ""))
+
+
 def _kinds(result: BenchResult) -> list[str]:
     """The kinds of prompt the sweep sent, in order."""
     return list(dict.fromkeys(c.prompts for c in result.cells))
@@ -148,12 +233,13 @@ def render_bench(result: BenchResult, console: Console) -> None:
         console.print(bench_table(result, f"prompts: {kind}", kind))
     for line in collapse_lines(result):
         console.print(Text(line, style="bold red"))
+    render_baseline(result, console)
     if result.corpus_notice:
         console.print(Text(result.corpus_notice, style="dim"))
 
 
 def collapse_lines(result: BenchResult) -> list[str]:
-    """The silent-collapse verdict and its likely causes, ranked (bench/collapse.py)."""
+    """The silent-collapse verdict and its likely causes, ranked (DFD143)."""
     if not result.collapse:
         return []
     return [result.collapse[0], *(f"  likely: {c}" for c in result.collapse[1:])]

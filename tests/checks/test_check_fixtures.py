@@ -6,9 +6,10 @@ with the launch files and model configs it names, or a recorded host tree (`host
 for checks that need what only a host shows (its log, GPUs, the server's environment).
 The case runs through the command a user types, with `--select ID --format json`:
 Checks on what the running server answers over HTTP (`/server_info`) have a third kind:
-`live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags (from a
-venv holding `sglang-X.dist-info` when it names an `installed_version`), may
-change its state through `/set_internal_state`, and runs `check local --pid PID` on it.
+`live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags and
+environment (`env`; from a venv holding `sglang-X.dist-info` when it names an
+`installed_version`), may change its state through `/set_internal_state`, and runs
+`check local --pid PID` on it.
 `fires` must report the check failed with a finding of that id, `clean` must report it
 passed: not skipped, since a skipped check proves nothing about being clean.
 
@@ -81,6 +82,8 @@ def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(FAKE_SGLANG),
         "FAKE_SGLANG_VERSION": str(spec["sglang_version"]),
+        # the server process's own environment, as a unit or a shell would give it
+        **{str(k): str(v) for k, v in (spec.get("env") or {}).items()},
     }
     python = sys.executable
     if "installed_version" in spec:

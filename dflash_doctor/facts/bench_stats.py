@@ -7,6 +7,9 @@ more); its request-weighted mean averages the requests (each answer counts once)
 interval is Student's t over the repeats' token-weighted means (the repeats are the
 independent samples: requests inside one repeat share the server's batch); with one
 repeat, over the requests. Two cells whose intervals overlap are "no change".
+
+It lives with the facts because bench, render and the silent-collapse check (DFD143) all
+read a bench this way, and checks may import only facts.
 """
 
 from __future__ import annotations
@@ -106,3 +109,32 @@ def finish_share(cell: BenchCell, reason: str) -> float | None:
     """The share of the cell's requests that finished for `reason` ("stop", "length")."""
     told = [r.finish for r in cell.ok if r.finish]
     return sum(1 for f in told if f == reason) / len(told) if told else None
+
+
+def repeat_throughputs(cell: BenchCell) -> dict[int, float]:
+    """Output tokens per second of each measured repeat of the cell (all its requests
+    together), by repeat."""
+    out = {}
+    for rep, wall in enumerate(cell.repeat_wall_s):
+        done = sum(r.completion_tokens or 0 for r in cell.ok if r.repeat == rep)
+        if wall > 0 and done:
+            out[rep] = done / wall
+    return out
+
+
+def throughput_interval(cell: BenchCell) -> Interval | None:
+    """The cell's output tokens per second with its 95 % interval over the repeats."""
+    return interval(list(repeat_throughputs(cell).values()))
+
+
+def latency_interval(cell: BenchCell) -> Interval | None:
+    """The cell's request latency (seconds) with its 95 % interval: over the repeats'
+    means, else over the requests."""
+    means = []
+    for rep in sorted({r.repeat for r in cell.ok}):
+        lat = [r.latency_s for r in cell.ok if r.repeat == rep and r.latency_s is not None]
+        if lat:
+            means.append(sum(lat) / len(lat))
+    if len(means) >= 2:
+        return interval(means)
+    return interval([r.latency_s for r in cell.ok if r.latency_s is not None])
