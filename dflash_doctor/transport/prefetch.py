@@ -234,8 +234,9 @@ class PrefetchTransport(Delegating):
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         # A shipped stdlib script gives the same output under any interpreter and flags:
         # the bundle ran it under the checked system python3, whichever Python asks now.
-        at = argv.index("-c") if "-c" in argv else len(argv)
-        got = self.answers.streams.get(tuple(argv[at:]))
+        # The interpreter's own `-c` (the prefix's `sh -c` comes before it).
+        keys = (tuple(argv[i:]) for i, word in enumerate(argv) if word == "-c")
+        got = next((self.answers.streams[k] for k in keys if k in self.answers.streams), None)
         if got is None:
             self._missed(f"run_stream {argv[0]}")
             return self.inner.run_stream(argv, timeout=timeout)

@@ -365,7 +365,12 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     if owner == 0:  # root's own file in root's directories: trusted, run as its owner
         # SGLang's own parse, and the version query (no sglang dist-info beside it)
         assert len(ran) == 2 and all(
-            r[:3] == ["env", "-i", host_exec_rules.CLEAN_PATH] for r in ran
+            r[:7]
+            == [
+                *["sh", "-c", host_exec_rules.NEUTRAL_SCRIPT, "sh"],
+                *["env", "-i", host_exec_rules.CLEAN_PATH],
+            ]
+            for r in ran
         )
         assert marker.read_text() == "ran\n" * 2
     else:
