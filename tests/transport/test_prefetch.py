@@ -116,7 +116,9 @@ def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type:
     finally:
         transport.close()
     environ_path = os.path.join(spec.root, "proc/4242/environ")
-    environ = prefetch._unpack(answers.files[environ_path]["data"]).split(b"\0")
+    environ = prefetch._unpack(
+        answers.files[environ_path]["data"], prefetch.FILE_BYTES, "h", environ_path
+    ).split(b"\0")
     assert b"HF_HOME=/data/hf" in environ and b"HOME=/root" in environ
     assert b"HF_TOKEN" in environ and b"SGLANG_API_KEY" in environ  # names only
     assert not [i for i in environ if i.startswith((b"HF_TOKEN=", b"SGLANG_API_KEY="))]
