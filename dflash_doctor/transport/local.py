@@ -13,7 +13,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from dflash_doctor.errors import FileMissing, PermissionDenied, TimedOut, TransportError
 from dflash_doctor.transport.base import (
@@ -60,7 +60,7 @@ class _Ended:
 
 
 def _drain(
-    stream: BinaryIO,
+    stream: IO[bytes],
     into: bytearray,
     cap: int,
     ended: _Ended,
