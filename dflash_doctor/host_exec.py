@@ -16,7 +16,9 @@ to a regular file owned by root or by the user it runs as, and neither it nor a 
 it may be writable by anyone else (sticky directories such as /tmp excepted). Import-path
 entries pass the same test when the process's owner is not the one running them. No host string
 becomes a shell word or an option: argv is passed as a list, `env -i` gets only `NAME=value`
-words and the interpreter is an absolute path (it cannot start with `-`).
+words and the interpreter is an absolute path (it cannot start with `-`). It starts in `/`
+with stdin from /dev/null (a fixed `sh -c` script, the command its positional words), with
+PYTHONSAFEPATH=1 (-P on 3.11+): a module in the directory the doctor runs from never imports.
 
 The rules themselves live in `host_exec_rules.py` (stdlib, shipped): the bundle that gathers a
 remote host in one execution applies them there, asking the same questions, so its recorded

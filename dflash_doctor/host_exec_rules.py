@@ -33,6 +33,13 @@ MAX_PATH_CHARS = 4096
 BARE_PYTHON = re.compile(r"python[0-9.]{0,8}")
 MAX_IMPORT_ENTRIES = 32
 ID_ARGV = ["id", "-u"]
+# Every interpreter starts in `/` with stdin from /dev/null: sys.path[0] of `python -c` is
+# the current directory (a `json.py` where root runs the doctor would import), and nothing
+# it runs may wait on, or read, the doctor's stdin. The command stays positional words.
+NEUTRAL_SCRIPT = 'cd / || exit 125; exec "$@" </dev/null'
+# -P where the interpreter knows it (3.11+: PYTHONSAFEPATH, ignored before): the owner's
+# PYTHONPATH is kept (SGLang lives there), so -I is not an option for these.
+SAFE_PATH = "PYTHONSAFEPATH=1"
 
 
 class Refused(Exception):
@@ -203,7 +210,7 @@ class Rules:
         why = self.unsafe(python, allowed, "regular file")
         if why is not None:
             raise Refused(f"not run: interpreter {why}")
-        words = [CLEAN_PATH]
+        words = [CLEAN_PATH, SAFE_PATH]
         for key in PASSED_ENV:
             value = (env or {}).get(key)
             if value is None or "\0" in value:
@@ -218,7 +225,7 @@ class Rules:
                 if not value:
                     continue
             words.append(f"{key}={value}")
-        argv = ["env", "-i", *words, python]
+        argv = ["sh", "-c", NEUTRAL_SCRIPT, "sh", "env", "-i", *words, python]
         if owner is not None and me == 0 and owner[0] != 0:
             argv = [
                 "setpriv",

@@ -230,7 +230,9 @@ def test_root_own_interpreter_runs_as_is() -> None:
     """A root-owned interpreter in root-owned directories, no process: the doctor's own."""
     host = HostExec(LocalTransport("h"), HostSpec.of(name="h"))
     argv = host.prefix(sys.executable, pid=None, env={"PYTHONPATH": FAKE})
-    assert argv[:2] == ["env", "-i"] and f"PYTHONPATH={FAKE}" in argv
+    # In `/`, stdin from /dev/null (host_exec_rules.NEUTRAL_SCRIPT), then a clean env.
+    assert argv[:2] == ["sh", "-c"] and argv[4:6] == ["env", "-i"]
+    assert f"PYTHONPATH={FAKE}" in argv
     assert runs_as(argv) == os.geteuid()
 
 

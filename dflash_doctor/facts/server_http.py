@@ -9,7 +9,8 @@ server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-a
 and sends it as `Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`,
 0.5.11 auth.py:103; /health and /metrics need no key, auth.py:100). Every key whose name
 looks secret is dropped from what the server answers, and the key's own text is replaced
-by `***` wherever it appears in the output.
+by `***` wherever it appears in the output. A redirect is never followed (urllib would
+forward the key to wherever it points) and no proxy from the environment is used.
 
 Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - info: GET /server_info, else /get_server_info (both served 0.5.11..0.5.23:
@@ -89,6 +90,19 @@ def api_keys(pid: int | None) -> tuple[str | None, str | None]:
     return found.get("--api-key"), found.get("--admin-api-key")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as its own status, never followed: urllib would re-send every
+    header, `Authorization` included, to wherever `Location` points (another host or port)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# The server is asked directly: no proxy from the environment (`http_proxy` would receive
+# the key too), no redirect followed.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+
+
 class Client:
     def __init__(self, req: dict[str, Any]) -> None:
         self.base = f"http://{req.get('host') or '127.0.0.1'}:{int(req['port'])}"
@@ -106,7 +120,7 @@ class Client:
         if key:
             r.add_header("Authorization", "Bearer " + key)
         try:
-            with urllib.request.urlopen(r, timeout=self.timeout) as resp:
+            with _OPENER.open(r, timeout=self.timeout) as resp:
                 return resp.status, resp.read(MAX_BODY)
         except urllib.error.HTTPError as e:
             return e.code, e.read(65536)

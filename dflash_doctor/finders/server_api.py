@@ -34,8 +34,10 @@ def find_runtime(
 
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
-# How the shipped client starts on the host: the first python3 on the login PATH, with -c.
-HTTP_CLIENT_HEAD = ("python3", "-c")
+# How the shipped client starts on the host: the first python3 on the login PATH, isolated
+# (`-I`: no environment, no user site, and neither the current directory nor the script's on
+# sys.path, so a `json.py` where root runs the doctor never imports; on 3.11+ -I implies -P).
+HTTP_CLIENT_HEAD = ("python3", "-I", "-c")
 
 
 def ask_server(
@@ -49,7 +51,7 @@ def ask_server(
 ) -> list[dict[str, Any]]:
     """Run the shipped HTTP client on the host; one answer per op (each may hold `error`)."""
     request = http_request(address, pid, ops, timeout)
-    argv = [python, "-c", script_source("facts/server_http.py"), request]
+    argv = [python, *HTTP_CLIENT_HEAD[1:], script_source("facts/server_http.py"), request]
     res = transport.run(argv, timeout=http_timeout(ops, timeout))
     if not res.ok:
         lines = res.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -3,8 +3,9 @@
 A report file comes from a host, a copy, a pipe that was cut: it may be truncated, not
 JSON, huge, of another schema or nested deeper than any report. Each such file is one line
 naming it (`LoadError`), and the other files go on. Bounds: MAX_REPORT_BYTES read at most,
-MAX_DEPTH levels of nesting (a real report has about 12; Python's own decoder would raise
-RecursionError near 1,000, and pydantic would serialise a nested `runtime.args` that deep).
+MAX_REPORT_VALUES values (counted before parsing), MAX_DEPTH levels of nesting (a real report
+has about 12; Python's own decoder would raise RecursionError near 1,000, and pydantic would
+serialise a nested `runtime.args` that deep).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from dflash_doctor.report import SCHEMA_VERSION, Report
 # far below this. A larger file is not a report this tool wrote.
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
+# JSON values a report may hold (counted as `,`, `[` and `{` bytes, before any parse): each
+# costs ~60-100 bytes as a Python object, so this bounds a merge's memory (~200 MB) where
+# the byte bound alone lets 63 MiB of `[],` become 3 GB. A 16-host report holds ~30,000.
+MAX_REPORT_VALUES = 2_000_000
 
 
 class LoadError(Exception):
@@ -39,15 +44,23 @@ def _read(path: Path) -> bytes:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise LoadError(f"{path}: not a regular file")
+    # Refused by its size before a byte is read; read no more than it holds (a read of the
+    # whole bound would allocate the bound first). A file that grows meanwhile is cut short,
+    # and then is not JSON.
+    size = os.fstat(fd).st_size
+    too_big = LoadError(
+        f"{path}: larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a report"
+    )
+    if size > MAX_REPORT_BYTES:
+        os.close(fd)
+        raise too_big
     with os.fdopen(fd, "rb") as f:
         try:
-            data = f.read(MAX_REPORT_BYTES + 1)
+            data = f.read(min(size, MAX_REPORT_BYTES) + 1)
         except OSError as e:
             raise LoadError(f"{path}: cannot read: {e.strerror}") from None
     if len(data) > MAX_REPORT_BYTES:
-        raise LoadError(
-            f"{path}: larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a report"
-        )
+        raise too_big
     return data
 
 
@@ -74,6 +87,9 @@ def _why(error: ValidationError) -> str:
 
 def load_report(path: Path) -> Report:
     data = _read(path)
+    values = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if values > MAX_REPORT_VALUES:
+        raise LoadError(f"{path}: more than {MAX_REPORT_VALUES} JSON values: not a report")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Self
 
 CHUNK_BYTES = 1024 * 1024
+# The most one command may print on stdout or stderr before it is ended and the read fails
+# (an owner's interpreter, `docker exec`, `kubectl exec`, container logs: host answers).
+MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 # How a remote transport words the two file errors a host reports most (after the host and
 # path); the SSH transport and the answers of a prefetched bundle say them alike.
 NO_SUCH_FILE = "no such file or directory"

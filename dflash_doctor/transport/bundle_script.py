@@ -233,6 +233,7 @@ class Bundle:
                 [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in command)],
                 executable=shell,
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # no terminal to read or push into (TIOCSTI)
                 capture_output=True,
                 timeout=timeout,
             )
@@ -293,6 +294,7 @@ class Bundle:
             proc = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # no terminal to read or push into (TIOCSTI)
                 capture_output=True,
                 timeout=timeout,
             )

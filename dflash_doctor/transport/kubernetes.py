@@ -37,6 +37,7 @@ from dflash_doctor.transport.exec_files import ExecFiles
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 DURATION = re.compile(r"([0-9]{1,9}(h|m|s))+")
 RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{8,20}(Z|[+-][0-9]{2}:[0-9]{2})")
+K8S_RESOURCE = re.compile(r"[a-z][a-z0-9]{0,62}(\.[a-z0-9][-a-z0-9.]{0,252})?")
 MAX_JSON_BYTES = 8 * 1024 * 1024
 REDACTED = "***"
 # Owner kinds `fix` patches, and where each keeps its pod template(s).
@@ -51,6 +52,9 @@ TEMPLATE_PATHS = {
 # Kinds that are only a step between a pod and what the user edits.
 INTERMEDIATE = ("ReplicaSet", "StatefulSet")
 API_OF = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io"}
+# The only owner kinds followed: a pod's `ownerReferences[].kind` is its owner's text, and
+# it becomes a kubectl word (`get KIND`); anything else (`--server=...`) is never asked.
+OWNER_KINDS = frozenset({*TEMPLATE_PATHS, *INTERMEDIATE})
 
 
 def check_name(name: str, what: str) -> str:
@@ -106,6 +110,10 @@ class KubeTarget:
         return words
 
     def get_argv(self, kind: str, name: str) -> list[str]:
+        # Neither word may start with `-`: a kind of our own set (or the doctor's `pod`),
+        # a DNS-1123 name.
+        if not K8S_RESOURCE.fullmatch(kind):
+            raise TransportError(f"{kind!r}: not a Kubernetes resource the doctor reads")
         return [*self.base(), "get", kind, check_name(name, kind), "--output=json"]
 
 
@@ -156,7 +164,7 @@ def owners_of(obj: dict[str, Any]) -> list[Owner]:
     refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
     out = []
     for ref in refs if isinstance(refs, list) else []:
-        if isinstance(ref, dict) and isinstance(ref.get("kind"), str):
+        if isinstance(ref, dict) and ref.get("kind") in OWNER_KINDS:
             out.append(
                 Owner(str(ref["kind"]), str(ref.get("name", "")), str(ref.get("apiVersion", "")))
             )

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from dflash_doctor.errors import FileMissing, PermissionDenied, TimedOut, TransportError
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
+    MAX_OUTPUT_BYTES,
     CommandResult,
     HostKind,
     LineSplitter,
@@ -35,66 +38,109 @@ def _os_error(host: str, path: str, e: OSError) -> TransportError:
     return kind(f"{host}:{path}: {reason.lower()}")
 
 
+class _Ended:
+    """Why a command was ended early (first reason wins); ends its whole process group."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.why: str | None = None
+        self._lock = threading.Lock()
+
+    def end(self, why: str) -> None:
+        with self._lock:
+            if self.why is None:
+                self.why = why
+        # The command leads a session of its own: its children (which may hold the pipes
+        # open) go with it. The leader is not reaped yet, so its pid is still its group's.
+        with contextlib.suppress(OSError):
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+
+
+def _drain(
+    stream: IO[bytes],
+    into: bytearray,
+    cap: int,
+    ended: _Ended,
+    name: str,
+    lines: LineSplitter | None = None,
+) -> None:
+    """Read `stream` to its end into `into`, keeping at most `cap` bytes; past that the
+    command is ended (`name` says which output) and the rest read and dropped."""
+    fd = stream.fileno()
+    for chunk in iter(lambda: os.read(fd, CHUNK_BYTES), b""):
+        if len(into) + len(chunk) > cap:
+            ended.end(name)
+            continue
+        into += chunk
+        if lines is not None:
+            lines.feed(chunk)
+    if lines is not None:
+        lines.close()
+
+
 class LocalTransport(HostCommands):
     """This machine as a host; the commands that answer facts come from HostCommands."""
 
     remote = False
     kind: HostKind = "local"
 
-    def __init__(self, host: str = "localhost") -> None:
+    def __init__(self, host: str = "localhost", *, max_output: int = MAX_OUTPUT_BYTES) -> None:
         self.host = host
+        self.max_output = max_output
         self.relaunch_refused: str | None = None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
     ) -> CommandResult:
-        """Run argv without a shell; a missing command, a timeout and an OS error are typed."""
-        if on_stderr is not None:
-            return self._run_watching(argv, timeout, on_stderr)
-        try:
-            proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
-        except FileNotFoundError:
-            raise TransportError(f"{self.host}: command not found: {argv[0]}") from None
-        except subprocess.TimeoutExpired:
-            raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s") from None
-        except OSError as e:
-            raise _os_error(self.host, argv[0], e) from None
-        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+        """Run argv without a shell; a missing command, a timeout and an OS error are typed.
 
-    def _run_watching(
-        self, argv: list[str], timeout: float, on_stderr: StderrLines
-    ) -> CommandResult:
-        """`run`, handing stderr lines to `on_stderr` as the command writes them."""
+        Stdin is /dev/null and the command starts a session of its own (no controlling
+        terminal): what it runs (an owner's interpreter, a host's script) can neither read
+        the doctor's terminal nor push input into it (TIOCSTI). Each output is bounded by
+        `max_output` bytes: past it the command is ended and the read fails with one line.
+        """
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except FileNotFoundError:
             raise TransportError(f"{self.host}: command not found: {argv[0]}") from None
         except OSError as e:
             raise _os_error(self.host, argv[0], e) from None
+        return self._collect(proc, argv, timeout, on_stderr)
+
+    def _collect(
+        self,
+        proc: subprocess.Popen[bytes],
+        argv: list[str],
+        timeout: float,
+        on_stderr: StderrLines | None,
+    ) -> CommandResult:
+        """Read both outputs of `proc` (bounded), handing stderr lines over as they come."""
         stdout, stderr = proc.stdout, proc.stderr
         assert stdout is not None and stderr is not None
-        out: list[bytes] = []
-        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+        ended = _Ended(proc)
+        out = bytearray()
+        reader = threading.Thread(
+            target=_drain, args=(stdout, out, self.max_output, ended, "stdout"), daemon=True
+        )
         reader.start()
-        fired = threading.Event()
-
-        def kill() -> None:
-            fired.set()
-            proc.kill()
-
-        killer = threading.Timer(timeout, kill)
+        killer = threading.Timer(timeout, ended.end, args=("timeout",))
         killer.start()
         err = bytearray()
-        lines = LineSplitter(on_stderr)
+        lines = LineSplitter(on_stderr) if on_stderr is not None else None
         try:
-            fd = stderr.fileno()
-            for chunk in iter(lambda: os.read(fd, 65536), b""):
-                err += chunk
-                lines.feed(chunk)
-            lines.close()
+            _drain(stderr, err, self.max_output, ended, "stderr", lines)
             proc.wait()  # the killer timer bounds this wait
         except BaseException:
-            proc.kill()  # on_stderr raised: do not leave the command behind
+            ended.end("interrupted")  # on_stderr raised, or Ctrl-C: leave nothing behind
             proc.wait()
             raise
         finally:
@@ -102,9 +148,14 @@ class LocalTransport(HostCommands):
             reader.join()
             stdout.close()
             stderr.close()
-        if fired.is_set():
+        if ended.why == "timeout":
             raise TimedOut(f"{self.host}: {argv[0]} timed out after {timeout:g}s")
-        return CommandResult(proc.returncode, out[0] if out else b"", bytes(err))
+        if ended.why is not None:
+            raise TransportError(
+                f"{self.host}: {argv[0]} wrote more than {self.max_output} bytes on "
+                f"{ended.why}: stopped, the rest cut"
+            )
+        return CommandResult(proc.returncode, bytes(out), bytes(err))
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         """Run argv to the end, then hand its stdout over as one chunk."""

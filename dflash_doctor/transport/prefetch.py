@@ -107,8 +107,25 @@ def _compressed(text: str) -> str:
     return base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")
 
 
-def _unpack(text: str) -> bytes:
-    return zlib.decompress(base64.b64decode(text))
+# What one packed answer may expand to (the bundle's own limits, LIMITS): a host's answer is
+# never inflated past these, whatever its compressed size (a zlib bomb stops at the bound).
+RUN_BYTES = LIMITS["command_output"]
+STREAM_BYTES = LIMITS["stream_output"]
+FILE_BYTES = max(LIMITS["file"], LIMITS["config"], LIMITS["source"])
+
+
+def _unpack(text: object, limit: int, host: str, what: str) -> bytes:
+    """base64 of zlib, inflated to at most `limit` bytes; anything else is one line."""
+    try:
+        d = zlib.decompressobj()
+        data = d.decompress(base64.b64decode(str(text), validate=True), limit)
+        if d.unconsumed_tail or not d.eof:
+            raise TransportError(
+                f"{host}: bundle answer for {what} expands past {limit} bytes: refused"
+            )
+        return data
+    except (ValueError, zlib.error):  # binascii.Error is a ValueError
+        raise TransportError(f"{host}: bundle answer for {what} is not packed data") from None
 
 
 @dataclass
@@ -229,21 +246,28 @@ class PrefetchTransport(Delegating):
             self._missed(f"run {argv[0]}")
             return self.inner.run(argv, timeout=timeout, on_stderr=on_stderr)
         self.hits += 1
-        return CommandResult(int(got["rc"]), _unpack(got["out"]), _unpack(got["err"]))
+        what = f"run {argv[0]}"
+        return CommandResult(
+            int(got["rc"]),
+            _unpack(got["out"], RUN_BYTES, self.host, what),
+            _unpack(got["err"], RUN_BYTES, self.host, what),
+        )
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         # A shipped stdlib script gives the same output under any interpreter and flags:
         # the bundle ran it under the checked system python3, whichever Python asks now.
-        at = argv.index("-c") if "-c" in argv else len(argv)
-        got = self.answers.streams.get(tuple(argv[at:]))
+        # The interpreter's own `-c` (the prefix's `sh -c` comes before it).
+        keys = (tuple(argv[i:]) for i, word in enumerate(argv) if word == "-c")
+        got = next((self.answers.streams[k] for k in keys if k in self.answers.streams), None)
         if got is None:
             self._missed(f"run_stream {argv[0]}")
             return self.inner.run_stream(argv, timeout=timeout)
         self.hits += 1
         if int(got["rc"]) != 0:
-            lines = _unpack(got["err"]).decode("utf-8", "replace").strip().splitlines()
+            err = _unpack(got["err"], RUN_BYTES, self.host, f"run_stream {argv[0]}")
+            lines = err.decode("utf-8", "replace").strip().splitlines()
             raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
-        return iter([_unpack(got["out"])])
+        return iter([_unpack(got["out"], STREAM_BYTES, self.host, f"run_stream {argv[0]}")])
 
     def file_size(self, path: str) -> int:
         try:
@@ -275,7 +299,7 @@ class PrefetchTransport(Delegating):
             self._raise(path, str(entry["read_err"]))
         if "data" not in entry:
             raise _Miss
-        data = _unpack(entry["data"])
+        data = _unpack(entry["data"], min(max_bytes + 1, FILE_BYTES), self.host, path)
         self.hits += 1
         if len(data) > max_bytes:
             raise TransportError(f"{self.host}:{path}: larger than {max_bytes} bytes")
@@ -298,7 +322,7 @@ class PrefetchTransport(Delegating):
             self._missed(f"stream {path}")
             return self.inner.stream_file(path, chunk_bytes=chunk_bytes)
         self.hits += 1
-        data = _unpack(entry["data"])
+        data = _unpack(entry["data"], FILE_BYTES, self.host, path)
         return iter([data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)])
 
     def list_dir(self, path: str) -> list[str]:
@@ -337,11 +361,12 @@ class PrefetchTransport(Delegating):
             return self.inner.gpu_table()
         self.hits += 1
         if int(got["rc"]) != 0:
-            first = _unpack(got["err"]).decode("utf-8", "replace").strip().splitlines()[:1]
+            err = _unpack(got["err"], RUN_BYTES, self.host, "nvidia-smi")
+            first = err.decode("utf-8", "replace").strip().splitlines()[:1]
             raise TransportError(
                 f"{self.host}: nvidia-smi failed: {first[0] if first else got['rc']}"
             )
-        return _unpack(got["out"])
+        return _unpack(got["out"], RUN_BYTES, self.host, "nvidia-smi")
 
     def prefetched(self, config: dict[str, Any]) -> Transport:
         return self

@@ -52,9 +52,10 @@ class RecordedTransport(Delegating):
 
     def __init__(self, inner: Transport, root: str) -> None:
         super().__init__(inner)
-        self.root = root
         # A tree on this machine resolves as under chroot; one elsewhere is only joined.
         self.here = os.path.isdir(root)
+        # Absolute: commands given a tree path (the log filter) run in `/` (host_exec_rules).
+        self.root = os.path.abspath(root) if self.here else root
         self.relaunch_refused = f"{self.host}: a recorded host tree is never relaunched"
         self.live_refused = f"{self.host}: a recorded host tree has no live server"
         self.gpu_source = GPU_CAPTURE

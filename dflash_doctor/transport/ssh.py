@@ -37,6 +37,7 @@ from dflash_doctor.errors import (
 from dflash_doctor.hosts import Address, parse_address
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
+    MAX_OUTPUT_BYTES,
     NO_SUCH_FILE,
     PERMISSION_DENIED,
     CommandResult,
@@ -50,8 +51,6 @@ from dflash_doctor.transport.commands import HostCommands
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
 # last-resort handler would print it on stderr. Every failure reaches the user as one line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-MAX_OUTPUT_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -404,6 +403,9 @@ class SSHTransport(HostCommands):
             chan.settimeout(timeout)
             # One argv, quoted for the remote shell: nothing from a host is interpolated raw.
             _exec_request(chan, shlex.join(bounded_on_host(argv, timeout)))
+            # No terminal is asked for (sshd gives the command a session of its own, without
+            # one), and its stdin ends here: what it runs reads EOF, never waits on us.
+            chan.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise HostUnreachable(f"{self.host}: cannot run {argv[0]}: {e}") from None
         return chan

@@ -232,3 +232,21 @@ def test_pod_parsing_is_typed_and_hides_secrets() -> None:
         parse_pod(b"{", POD, None)
     with pytest.raises(TransportError, match="no containers"):
         parse_pod(b'{"spec": {}}', POD, None)
+
+
+@pytest.mark.parametrize("kind", ["--server=https://evil.example", "-v=9", "DaemonSet"])
+def test_owner_kind_outside_the_fixed_set_never_reaches_kubectl(kube, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """A pod's `ownerReferences[].kind` is the pod owner's text: only kinds of a fixed set
+    are followed, so no host word becomes a kubectl option (issue 22 item 6)."""
+    k = kube("deployment")
+    pod_file = k["dir"] / "pod.json"
+    pod = json.loads(pod_file.read_text())
+    pod["metadata"]["ownerReferences"][0]["kind"] = kind
+    pod_file.write_text(json.dumps(pod))
+    p = k["doctor"]("fix", f"k8s://prod-east@inference/{POD}")
+    assert "Traceback" not in p.stdout + p.stderr
+    for argv in k["calls"]():
+        # kubectl's own options come from the doctor; nothing after the verb starts with `-`
+        # unless the doctor wrote it (--output=json, --container=, --tail=, the exec `--`).
+        assert not any(word.startswith(("--server", "-v")) for word in argv), argv
+        assert kind not in argv and kind.lower() not in argv, argv

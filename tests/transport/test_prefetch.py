@@ -116,7 +116,9 @@ def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type:
     finally:
         transport.close()
     environ_path = os.path.join(spec.root, "proc/4242/environ")
-    environ = prefetch._unpack(answers.files[environ_path]["data"]).split(b"\0")
+    environ = prefetch._unpack(
+        answers.files[environ_path]["data"], prefetch.FILE_BYTES, "h", environ_path
+    ).split(b"\0")
     assert b"HF_HOME=/data/hf" in environ and b"HOME=/root" in environ
     assert b"HF_TOKEN" in environ and b"SGLANG_API_KEY" in environ  # names only
     assert not [i for i in environ if i.startswith((b"HF_TOKEN=", b"SGLANG_API_KEY="))]
@@ -365,7 +367,12 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     if owner == 0:  # root's own file in root's directories: trusted, run as its owner
         # SGLang's own parse, and the version query (no sglang dist-info beside it)
         assert len(ran) == 2 and all(
-            r[:3] == ["env", "-i", host_exec_rules.CLEAN_PATH] for r in ran
+            r[:7]
+            == [
+                *["sh", "-c", host_exec_rules.NEUTRAL_SCRIPT, "sh"],
+                *["env", "-i", host_exec_rules.CLEAN_PATH],
+            ]
+            for r in ran
         )
         assert marker.read_text() == "ran\n" * 2
     else:
