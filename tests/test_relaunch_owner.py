@@ -56,9 +56,10 @@ def owner() -> Iterator[tuple[str, int, int]]:
 
 
 @pytest.fixture
-def host(owner: tuple[str, int, int]) -> Iterator[dict[str, Any]]:
+def host(request: pytest.FixtureRequest, owner: tuple[str, int, int]) -> Iterator[dict[str, Any]]:
     """A server directory owned by the user, its script, and a server started as that user
-    (with a supplementary group and the service's own environment, a secret included)."""
+    (with a supplementary group and the service's own environment, a secret included, and
+    the variables a test passes as its param)."""
     _name, uid, gid = owner
     root = Path(tempfile.mkdtemp(prefix="dfd-owner-", dir="/tmp"))
     root.chmod(0o755)
@@ -86,6 +87,7 @@ def host(owner: tuple[str, int, int]) -> Iterator[dict[str, Any]]:
     script.chmod(0o755)
     subprocess.run(["chown", "-R", f"{uid}:{gid}", str(d)], check=True)
     env = {"PATH": "/usr/bin:/bin", "DFD_SERVICE_MARK": "from-the-service", "HF_TOKEN": SECRET}
+    env.update(getattr(request, "param", {}))
     started = subprocess.run(
         ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--groups=100", "--", "sh", "-c",
          'setsid nohup "$0" >>"$1" 2>&1 </dev/null & echo $!', str(script), str(log)],
@@ -179,6 +181,23 @@ def test_apply_and_rollback_relaunch_as_the_servers_owner(host: dict[str, Any]) 
     assert SECRET not in p.stdout + p.stderr
     assert_runs_as_owner(h, old)
     assert "0" not in [line.split()[0] for line in h["marker"].read_text().splitlines()]
+
+
+@pytest.mark.parametrize("host", [{"FAKE_SGLANG_OOM_WITH_WINDOW": "1"}], indirect=True)
+def test_a_failed_relaunch_brings_the_old_server_back_as_its_owner(host: dict[str, Any]) -> None:
+    """The service's environment makes the fixed server fail at startup (so it did reach the
+    relaunch); the rollback's restart of the old server runs as the owner too."""
+    h = host
+    old = ids(server_on(h["port"], h["script"].parent))
+    original = h["script"].read_bytes()
+    p = fix("-I", str(h["inventory"]), "--apply", "--yes")
+    assert p.returncode == 4 and "rolled back" in p.stdout, p.stdout + p.stderr
+    assert "CUDA out of memory (stand-in failure)" in p.stdout
+    assert h["script"].read_bytes() == original and healthy(h["port"])
+    assert SECRET not in p.stdout + p.stderr
+    assert_runs_as_owner(h, old)
+    assert "0" not in [line.split()[0] for line in h["marker"].read_text().splitlines()]
+    assert len(h["marker"].read_text().splitlines()) == 3  # started, relaunched, restored
 
 
 class _HiddenStatus(LocalTransport):
