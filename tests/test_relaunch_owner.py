@@ -183,6 +183,24 @@ def test_apply_and_rollback_relaunch_as_the_servers_owner(host: dict[str, Any]) 
     assert "0" not in [line.split()[0] for line in h["marker"].read_text().splitlines()]
 
 
+def test_rollback_of_an_exited_server_runs_as_the_launch_files_owner(host: dict[str, Any]) -> None:
+    """No server runs to take the owner from: the launch file's owner starts it, not root."""
+    h = host
+    p = fix("-I", str(h["inventory"]), "--apply", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    os.kill(server_on(h["port"], h["script"].parent), 9)
+    deadline = time.monotonic() + 30
+    while healthy(h["port"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    p = fix("-I", str(h["inventory"]), "--rollback", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert server_info(h["port"])["speculative_draft_window_size"] is None
+    now = ids(server_on(h["port"], h["script"].parent))
+    assert now["Uid"] == [str(h["uid"])] * 4 and now["Gid"] == [str(h["gid"])] * 4, now
+    assert now["Groups"] == [], now
+    assert last_mark(h["marker"])[0] == str(h["uid"])
+
+
 @pytest.mark.parametrize("host", [{"FAKE_SGLANG_OOM_WITH_WINDOW": "1"}], indirect=True)
 def test_a_failed_relaunch_brings_the_old_server_back_as_its_owner(host: dict[str, Any]) -> None:
     """The service's environment makes the fixed server fail at startup (so it did reach the

@@ -8,8 +8,10 @@ host_exec does), its supplementary groups (`Groups:`), and its whole environment
 (`/proc/PID/environ`, every entry: the service's own settings, secrets included, which are
 never shown). It starts as that user through the same setpriv words host_exec builds
 (`host_exec_rules.as_user`) and `env -i -- NAME=value...`. When no server runs (a rollback
-after it exited), the launch file's owner is the user (uid and gid of the file, no
-supplementary groups); a root-owned file keeps the doctor's environment, as before.
+after it exited), the launch file's owner is the user (uid and gid of the file, or of its
+directory when that is another user's and the file root's: the doctor's own write leaves it
+root's; no supplementary groups); a root file in a root directory keeps the doctor's
+environment, as before.
 
 When the owner cannot be read, or the doctor can neither be nor become that user, the
 relaunch is refused before anything is stopped. A systemd unit is never started here:
@@ -18,6 +20,7 @@ systemctl restarts it with its own `User=`.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from dflash_doctor import host_exec_rules as rules
@@ -98,8 +101,19 @@ def _entries(raw: bytes) -> list[str]:
 
 
 def _file_owner(t: Transport, path: str) -> tuple[int, int]:
-    res = t.run(["stat", "-L", "-c", "%u %g", "--", path], timeout=10)
-    words = res.stdout.decode("ascii", "replace").split()
-    if not res.ok or len(words) != 2 or not all(w.isdigit() and len(w) <= 10 for w in words):
+    """Who controls a launch file with no process to ask: its owner, or its directory's
+    owner when that is another user (the doctor's own write leaves the file root's, and
+    whoever owns the directory can replace it anyway); two different users: refused."""
+    directory = posixpath.dirname(path) or "."
+    res = t.run(["stat", "-L", "-c", "%u %g", "--", path, directory], timeout=10)
+    lines = res.stdout.decode("ascii", "replace").splitlines()
+    found = [ln.split() for ln in lines]
+    ok = len(found) == 2 and all(len(w) == 2 for w in found)
+    if not res.ok or not ok or not all(x.isdigit() and len(x) <= 10 for w in found for x in w):
         raise rules.Refused(f"cannot stat {path}")
-    return int(words[0]), int(words[1])
+    (fuid, fgid), (duid, dgid) = ((int(a), int(b)) for a, b in found)
+    if fuid == duid or duid == 0:
+        return fuid, fgid
+    if fuid == 0:
+        return duid, dgid
+    raise rules.Refused(f"{path} is uid {fuid}'s in a directory of uid {duid}")
