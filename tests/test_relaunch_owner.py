@@ -258,3 +258,19 @@ def test_unknown_owner_is_refused_and_nothing_stops(host: dict[str, Any]) -> Non
     assert h["script"].read_bytes() == original and h["marker"].read_text() == marks
     assert server_on(h["port"], h["script"].parent) == t.hidden and healthy(h["port"])
     assert not any(a.startswith("kill") for a in out.steps), out.steps
+
+
+def test_groups_line_and_setpriv_words() -> None:
+    """The Groups line is read as digits only (a hostile or truncated line is refused), and
+    the words run the rest with exactly those groups, or none."""
+    from dflash_doctor import host_exec_rules as rules
+
+    assert rules.parse_status_groups("Uid:\t1\nGroups:\t100 27 \n") == (100, 27)
+    assert rules.parse_status_groups("Groups:\t\n") == ()
+    for bad in ("Groups:\t100 -5\n", "Groups:\t\u0661\n", "Uid:\t1\n"):
+        with pytest.raises(rules.Refused):
+            rules.parse_status_groups(bad)
+    assert rules.as_user(1001, 1002, (100, 27)) == [
+        "setpriv", "--reuid=1001", "--regid=1002", "--groups=100,27", "--",
+    ]  # fmt: skip
+    assert rules.as_user(1001, 1002)[-2:] == ["--clear-groups", "--"]
