@@ -32,6 +32,7 @@ MAX_PATH_CHARS = 4096
 # A bare interpreter name (`python3`, `python3.11`): looked up on the host's PATH.
 BARE_PYTHON = re.compile(r"python[0-9.]{0,8}")
 MAX_IMPORT_ENTRIES = 32
+MAX_GROUPS = 65536  # NGROUPS_MAX on Linux
 ID_ARGV = ["id", "-u"]
 # Every interpreter starts in `/` with stdin from /dev/null: sys.path[0] of `python -c` is
 # the current directory (a `json.py` where root runs the doctor would import), and nothing
@@ -81,6 +82,29 @@ def parse_status_ids(text: str) -> tuple[int, int]:
         return nonroot[0] if nonroot else 0
 
     return least(ids["Uid"]), least(ids["Gid"])
+
+
+def parse_status_groups(text: str) -> tuple[int, ...]:
+    """The supplementary groups of a process from the `Groups:` line of `/proc/PID/status`."""
+    for line in text.splitlines()[:256]:
+        key, _, rest = line.partition(":")
+        if key == "Groups":
+            words = rest.split()[:MAX_GROUPS]
+            if not all(w.isascii() and w.isdigit() and len(w) <= 10 for w in words):
+                raise Refused("/proc status Groups line is malformed")
+            return tuple(int(w) for w in words)
+    raise Refused("/proc status has no Groups line")
+
+
+def as_user(uid: int, gid: int, groups: tuple[int, ...] | None = None) -> list[str]:
+    """argv prefix that runs the rest as `uid`/`gid` (util-linux setpriv), with exactly
+    `groups` as supplementary groups; None or empty: none at all (`--clear-groups`)."""
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+    if groups:
+        argv.append("--groups=" + ",".join(str(g) for g in groups))
+    else:
+        argv.append("--clear-groups")
+    return [*argv, "--"]
 
 
 def ancestors(path: str) -> list[str]:
@@ -227,14 +251,7 @@ class Rules:
             words.append(f"{key}={value}")
         argv = ["sh", "-c", NEUTRAL_SCRIPT, "sh", "env", "-i", *words, python]
         if owner is not None and me == 0 and owner[0] != 0:
-            argv = [
-                "setpriv",
-                f"--reuid={owner[0]}",
-                f"--regid={owner[1]}",
-                "--clear-groups",
-                "--",
-                *argv,
-            ]
+            argv = [*as_user(owner[0], owner[1]), *argv]
         return argv
 
     def system_python(self, pid: int | None) -> list[str]:

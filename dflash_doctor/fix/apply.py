@@ -19,6 +19,7 @@ from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
+from dflash_doctor.fix.run_as import RunAs, relaunch_as
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
@@ -76,6 +77,15 @@ class Applier:
         self.started_session: int | None = None
         self.stopped: int | None = None
         self.log_offset: int | None = None
+        # Who the script relaunch runs as: read from the server before it is stopped, and
+        # kept for the rollback's restart (the old server is gone by then).
+        self.run_as: RunAs | None = None
+
+    def owner_of(self, pid: int | None, source: str) -> RunAs:
+        """Who a script relaunch runs as (fix/run_as.py), read once, before any stop."""
+        if self.run_as is None:
+            self.run_as = relaunch_as(self.t, self.spec, pid, source)
+        return self.run_as
 
     def _sudo(self, argv: list[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.spec.fix.sudo else argv
@@ -213,6 +223,7 @@ class Applier:
                 self._run(self._sudo(argv), timeout=budget if last else 60)
             return
         command = self.start_argv(source)  # can it start? before anything is stopped
+        run_as = self.owner_of(pid, source)  # as whom? also before anything is stopped
         if self.started_session is not None:
             self._stop(self.started_session, group=True)
             self.started_session = None
@@ -222,11 +233,14 @@ class Applier:
         out = log or f"{source}.log"
         self.log_offset = self._size(out)
         where = posixpath.dirname(source) or "."
-        started = self._run(["sh", "-c", START_DETACHED, "sh", where, out, *command], shown=False)
-        # One step, as the command line a shell would run (what START_DETACHED does).
+        started = self._run(
+            [*run_as.prefix, "sh", "-c", START_DETACHED, "sh", where, out, *command], shown=False
+        )
+        # One step, as the command line a shell would run (what START_DETACHED does), and as
+        # whom: the environment's values are never shown.
         line = (
             f"cd {shlex.quote(where)} && setsid nohup {shlex.join(command)} "
-            f">>{shlex.quote(out)} 2>&1 </dev/null &"
+            f">>{shlex.quote(out)} 2>&1 </dev/null & ({run_as.shown})"
         )
         text = started.decode("ascii", "replace").strip()
         if text.isascii() and text.isdigit():
@@ -381,8 +395,10 @@ def _apply_locked(
         new = plan.new_text.encode("utf-8")
         a.check_space(source, len(current) + len(new))
         managed = source_for(plan.launch.kind).managed
+        pid = spec.hints.pid or facts.server_pid()
         if live and not managed and not spec.fix.relaunch:
             a.start_argv(source)  # the relaunch must be able to start before anything stops
+            a.owner_of(pid, source)  # and as the server's owner, or not at all
         bak, old, mode = a.backup(source, stamp)
         a.write(source, new, mode)
         wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
@@ -399,7 +415,6 @@ def _apply_locked(
     if not live:
         # The steps name the file and its backup: the outcome says only what follows.
         return Outcome("written", "written; `--rollback` restores the backup", bak, steps=a.steps)
-    pid = spec.hints.pid or facts.server_pid()
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
     if failure is None:
@@ -602,6 +617,13 @@ def rollback(
             why = "found" if not chain else "differs from the current file"
             return Outcome("failed", f"no dflash-doctor backup of {source} {why}")
         a.check_space(real, len(data))
+        pid = spec.hints.pid or facts.server_pid()
+        live = transport.relaunch_refused is None
+        if live and not source_for(launch.kind).managed and not spec.fix.relaunch:
+            try:
+                a.owner_of(pid, real)  # as whom the old server comes back, before any change
+            except DoctorError as e:
+                return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
         a.write(real, data, transport.file_mode(bak))
         a.steps.append(f"restored {real} from {bak}")
         if transport.relaunch_refused is not None:
@@ -612,7 +634,7 @@ def rollback(
                 steps=a.steps,
             )
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
-        a.relaunch(launch, real, spec.hints.pid or facts.server_pid(), log)
+        a.relaunch(launch, real, pid, log)
         why_not = a.wait_healthy(launch)
     finally:
         a.unlock(lock)
