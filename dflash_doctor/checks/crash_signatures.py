@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, check
-from dflash_doctor.checks.views import log_evidence
+from dflash_doctor.checks.views import crashed_in_latest_start, log_evidence
 from dflash_doctor.facts.log_patterns import LogPattern, of_kind
 from dflash_doctor.facts.models import HostFacts, LogEvent
 
@@ -45,12 +45,12 @@ def crash_signatures(facts: HostFacts) -> list[Finding]:
     """
     log = facts.log.value
     assert log is not None
-    start = log.server_args.line if log.server_args is not None else 0
     findings = []
     for p in of_kind("crash"):
         event = log.crashes.get(p.id)
         if event is not None:
-            findings.append(_finding(facts, p, event, latest=event.last.line > start))
+            latest = crashed_in_latest_start(log, p.id)
+            findings.append(_finding(facts, p, event, latest=latest))
     return findings
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, check
-from dflash_doctor.checks.views import log_evidence, require_dflash
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.views import crashed_in_latest_start, log_evidence, require_dflash
 from dflash_doctor.facts.log_patterns import LogPattern, of_kind, pattern
 from dflash_doctor.facts.models import HostFacts, LogFacts
 
@@ -47,11 +47,16 @@ def slow_paths(facts: HostFacts) -> list[Finding]:
 
     **Versions.** Texts, ranges and file:line per release in data/log_patterns.json (e.g.
     srt/speculative/dflash_worker_v2.py 0.5.14:306, srt/models/dflash.py 0.5.23:1160,
-    srt/arg_groups/speculative_hook.py 0.5.23:445). Skipped when no log was read.
+    srt/arg_groups/speculative_hook.py 0.5.23:445). Skipped when no log was read, and when
+    the latest start crashed (DFD152): no server came up to be slow.
     """
     require_dflash(facts)
     log = facts.log.value
     assert log is not None
+    crashed = [p.id for p in of_kind("crash") if crashed_in_latest_start(log, p.id)]
+    if crashed:
+        # No server came up to be slow: the crash is DFD152's (and DFD111's), not a cap.
+        raise Skip(f"the latest start crashed ({', '.join(crashed)}: DFD152)")
     findings = [
         _event_finding(log, p) for p in of_kind("slow") if p.id in log.events and p.id != _MAX48
     ]

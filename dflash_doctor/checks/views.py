@@ -138,6 +138,14 @@ def window_state(facts: HostFacts) -> WindowState:
     return state
 
 
+def crashed_in_latest_start(log: LogFacts, pattern_id: str) -> bool:
+    """Whether this crash signature's last line follows the latest `server_args=` dump: the
+    latest start crashed (a crash before it was followed by a start that came up)."""
+    event = log.crashes.get(pattern_id)
+    start = log.server_args.line if log.server_args is not None else 0
+    return event is not None and event.last.line > start
+
+
 def log_evidence(log: LogFacts, line: int, text: str) -> Evidence:
     return Evidence(kind="log", text=text, file=log.path, line=line)
 

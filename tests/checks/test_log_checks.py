@@ -240,3 +240,14 @@ def test_dfd123_reads_the_phase_backends_from_the_log_and_none_is_unset() -> Non
         for x in run("DFD123", log=base, version="0.5.23", gpus=a100).findings
     ]
     assert titles == ["trtllm_mha prefill", "trtllm_mha decode"]
+
+
+def test_a_crashed_start_is_not_a_server_capped_at_48() -> None:
+    """Issue 21: a log whose latest start ends in a start-up refusal is diagnosed (DFD152),
+    not reported as a healthy server capped at 48 running requests (DFD151 skips)."""
+    crash = "ValueError: " + text("crash_window_below_block", "0.5.23")
+    log = log_of(*start("0.5.23"), crash)
+    r = result("DFD151", log, "0.5.23", launch_args=launch())
+    assert r.status == "skipped" and "latest start crashed" in (r.reason or "")
+    later = log_of(*start("0.5.23"), crash, *start("0.5.23"))
+    assert result("DFD151", later, "0.5.23", launch_args=launch()).status == "failed"
