@@ -25,8 +25,8 @@ from dflash_doctor.facts.log_patterns import LogFormat, LogPattern, pattern
 from dflash_doctor.facts.models import DrafterConfig, HostFacts, LaunchArgs
 
 # SGLang's DFLASH block size when neither flag nor the drafter's config names one
-# (`inferred_block_size = 16`: 0.5.11 srt/server_args.py:3413-3414,
-# 0.5.23 arg_groups/speculative_hook.py:419-420).
+# (`inferred_block_size = 16`: srt/server_args.py 0.5.11:3413-3414,
+# arg_groups/speculative_hook.py 0.5.23:415-416).
 DEFAULT_BLOCK_SIZE = 16
 SINK_FLAG = "--speculative-draft-sink-size"
 BLOCK_FLAG = "--speculative-dflash-block-size"
