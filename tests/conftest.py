@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +131,16 @@ def stand_in_init(version: str) -> str:
         f"os.environ.setdefault('FAKE_SGLANG_REPO', {str(REPO)!r})\n"
         f"__version__ = {version!r}\n"
     )
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A root-owned directory every user can reach and only root can write: pytest's
+    tmp_path is root's alone, and the host interpreter rules demand no other writer."""
+    d = Path("/tmp") / f"dfd-{uuid.uuid4().hex[:8]}"
+    d.mkdir(mode=0o755)
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)

@@ -88,18 +88,6 @@ def server(user: pwd.struct_passwd) -> Iterator[int]:
         proc.wait()
 
 
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """A directory every user can reach (pytest's tmp_path is root's alone)."""
-    d = Path("/tmp") / f"dfd-{uuid.uuid4().hex[:8]}"
-    d.mkdir(mode=0o755)
-    os.chmod(d, 0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d)
-
-
 def runs_as(argv: list[str]) -> int:
     res = subprocess.run(
         [*argv, "-c", "import os; print(os.getuid())"], capture_output=True, check=True

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,18 +55,6 @@ from dflash_doctor.transport.local import LocalTransport
 res = LocalTransport("h").run(json.loads(sys.argv[1]), timeout=30)
 print("rc", res.returncode)
 """
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """A root-owned directory only root can write (the interpreter rules demand it)."""
-    d = Path("/tmp") / f"dfd-iso-{uuid.uuid4().hex[:8]}"
-    d.mkdir(mode=0o755)
-    os.chmod(d, 0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d)
 
 
 def stand_in(where: Path) -> Path:

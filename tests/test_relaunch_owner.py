@@ -29,7 +29,8 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, stand_in_init
+from tests.conftest import DEMO_HOST, stand_in_init
+from tests.test_apply_safety import fix
 from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
 
 pytestmark = pytest.mark.skipif(
@@ -106,18 +107,6 @@ def host(request: pytest.FixtureRequest, owner: tuple[str, int, int]) -> Iterato
     }  # fmt: skip
     end_servers_under(root)
     shutil.rmtree(root, ignore_errors=True)
-
-
-def fix(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", "fix", "--health-timeout", "120", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-    )
 
 
 def server_on(port: int, under: Path) -> int:

@@ -45,7 +45,7 @@ class Refusal:
 Rule = Callable[[HostFacts, LaunchArgs], Refusal | None]
 
 
-def _window(facts: HostFacts, launch: LaunchArgs) -> Evidence:
+def _window(launch: LaunchArgs) -> Evidence:
     flag = launch.draft_window_flag or "--speculative-draft-window-size"
     return flag_evidence(launch, flag, f"{flag} {launch.draft_window_size}")
 
@@ -56,7 +56,7 @@ def window_not_positive(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
         return None
     return Refusal(
         {"window_size": launch.draft_window_size},
-        [_window(facts, launch)],
+        [_window(launch)],
         [remove_window_fix(facts)],
     )
 
@@ -81,7 +81,7 @@ def window_below_block(facts: HostFacts, launch: LaunchArgs) -> Refusal | None:
     block, source = served_block_size(launch, facts.drafter.value)
     if window >= block:
         return None
-    evidence = [_window(facts, launch)]
+    evidence = [_window(launch)]
     cfg = facts.drafter.value
     if source.startswith("--"):
         evidence.append(flag_evidence(launch, source, f"{source} {block}"))
