@@ -109,7 +109,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
 
 @pytest.fixture
 def ssh_options(sshd):  # type: ignore[no-untyped-def]
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
     return SSHOptions(
         identity_files=(str(sshd.client_key),),

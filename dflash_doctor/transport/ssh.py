@@ -18,11 +18,10 @@ import select
 import shlex
 import socket
 import stat
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import paramiko
@@ -34,7 +33,6 @@ from dflash_doctor.errors import (
     TimedOut,
     TransportError,
 )
-from dflash_doctor.hosts import Address, parse_address
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     MAX_OUTPUT_BYTES,
@@ -47,32 +45,11 @@ from dflash_doctor.transport.base import (
     bounded_on_host,
 )
 from dflash_doctor.transport.commands import HostCommands
+from dflash_doctor.transport.ssh_options import SSHOptions, parse_target
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
 # last-resort handler would print it on stderr. Every failure reaches the user as one line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-
-@dataclass(frozen=True)
-class SSHOptions:
-    user: str | None = None
-    port: int | None = None
-    identity_files: tuple[str, ...] = ()
-    proxy_jump: str | None = None
-    known_hosts: str | None = None
-    ssh_config: str | None = None
-    accept_new_host_key: bool = False
-    connect_timeout: float = 10.0
-    command_timeout: float = 60.0
-    interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
-
-
-def parse_target(text: str) -> Address:
-    """`[user@]host[:port]` (hosts.parse_address, the one parser), as a transport error."""
-    try:
-        return parse_address(text)
-    except ValueError as e:
-        raise TransportError(str(e)) from None
 
 
 @dataclass(frozen=True)
