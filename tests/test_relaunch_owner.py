@@ -29,9 +29,10 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, stand_in_init
+from fixtures.stand_in import FAKE_SGLANG, end_servers_under, healthy, stand_in_init
+from tests.conftest import DEMO_HOST
 from tests.test_apply_safety import fix
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
+from tests.test_fix import server_info
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0 or shutil.which("useradd") is None,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, stand_in_init
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy
+from fixtures.stand_in import FAKE_SGLANG, end_servers_under, healthy, stand_in_init
+from tests.conftest import DEMO_HOST, REPO
 
 
 @dataclass
