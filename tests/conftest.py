@@ -119,20 +119,6 @@ def ssh_options(sshd):  # type: ignore[no-untyped-def]
     )
 
 
-def stand_in_init(version: str) -> str:
-    """`sglang/__init__.py` of a stand-in copy installed outside the repository.
-
-    The copy finds the option data through FAKE_SGLANG_REPO, set here in the package itself:
-    the doctor runs a host's interpreter with a clean environment (host_exec), so a variable
-    of the test's own environment would never reach it.
-    """
-    return (
-        "import os\n"
-        f"os.environ.setdefault('FAKE_SGLANG_REPO', {str(REPO)!r})\n"
-        f"__version__ = {version!r}\n"
-    )
-
-
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A root-owned directory every user can reach and only root can write: pytest's

@@ -27,65 +27,18 @@ from dflash_doctor.redact import shell_with_placeholders
 from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.open import open_transport
-from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, stand_in_init
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
+from fixtures.stand_in import StandIn, end_servers_under, healthy
+from tests.conftest import DEMO_HOST, REPO
+from tests.test_fix import server_info
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="stand-in servers need Linux")
 
 
-class Server:
+class Server(StandIn):
+    """A stand-in server (fixtures/stand_in.py) in tmp_path/NAME; servers share the models."""
+
     def __init__(self, tmp_path: Path, name: str) -> None:
-        self.dir = tmp_path / name
-        self.dir.mkdir()
-        self.port = free_port()
-        self.script = self.dir / "serve.sh"
-        self.log = self.dir / "server.log"
-        models = tmp_path / "models"
-        if not models.exists():
-            shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-            target = next(
-                (DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json")
-            )
-            (models / "target").mkdir()
-            shutil.copy(target, models / "target/config.json")
-        self.models = models
-
-    def write(self, version: str = "0.5.13", extra: str = "", api_key: str | None = None) -> None:
-        site = self.dir / f"site-{version}"
-        if not site.exists():
-            shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(stand_in_init(version))
-        key = f"  --api-key {api_key} \\\n" if api_key else ""
-        self.script.write_text(
-            "#!/bin/bash\n# stand-in DFlash server\n"
-            f"export PYTHONPATH={site}\n{extra}"
-            f"exec {sys.executable} -m sglang.launch_server \\\n"
-            f"  --model-path {self.models / 'target'} \\\n  --speculative-algorithm DFLASH \\\n"
-            f"{key}"
-            f"  --speculative-draft-model-path {self.models / 'drafter'} \\\n"
-            f"  --context-length 131072 \\\n  --port {self.port}\n"
-        )
-        self.script.chmod(0o755)
-
-    def start(self) -> int:
-        out = subprocess.run(
-            [
-                "sh",
-                "-c",
-                'setsid nohup "$0" >>"$1" 2>&1 </dev/null & echo $!',
-                str(self.script),
-                str(self.log),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        deadline = time.monotonic() + 120  # generous: the machine may be loaded
-        while not healthy(self.port):
-            assert time.monotonic() < deadline, self.log.read_text()
-            time.sleep(0.1)
-        return int(out.stdout)
+        super().__init__(tmp_path / name, models=tmp_path / "models")
 
     def inventory(self, **extra: Any) -> Path:
         inv = self.dir / "inventory.yaml"

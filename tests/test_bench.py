@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,9 +51,9 @@ from dflash_doctor.facts.models import (
 from dflash_doctor.facts.runtime import parse_runtime, server_address
 from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, drafter_cfg, host_facts, launch, target_cfg
+from fixtures.stand_in import copy_models, install_stand_in
+from tests.conftest import REPO, drafter_cfg, host_facts, launch, target_cfg
 
-FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
 SECRET = "sk-bench-fixture-secret-0123456789"
 SMALL = ["--bench-contexts", "512,16384", "--bench-concurrency", "1,2"]
 SMALL += ["--bench-max-new-tokens", "32"]
@@ -261,19 +260,12 @@ def pids_on(port: int) -> list[int]:
 @pytest.fixture
 def stand_in(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
     port = free_port()
-    models = tmp_path / "models"
-    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
-    (models / "target").mkdir()
-    shutil.copy(target, models / "target/config.json")
+    models = copy_models(tmp_path / "models")
     script = tmp_path / "serve.sh"
     log = tmp_path / "server.log"
 
     def command(version: str, *extra: str) -> list[str]:
-        site = tmp_path / f"site-{version}"
-        if not site.exists():
-            shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
+        install_stand_in(tmp_path / f"site-{version}", version)
         return [
             sys.executable,
             "-m",
