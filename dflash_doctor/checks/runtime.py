@@ -87,7 +87,9 @@ def _window_suspected(facts: HostFacts) -> bool:
 
 
 def _drop_finding(log: LogFacts, drop: AcceptDrop, collapsed: bool) -> Finding:
-    began = drop.began_at.timestamp or f"byte {drop.began_at.offset}"
+    by = drop.began_at.timestamp or f"byte {drop.began_at.offset}"
+    after = drop.previous.timestamp or f"byte {drop.previous.offset}"
+    began = f"by {by}" if after == by else f"between {after} and {by}"
     share = 100 * drop.after_share
     cause = (
         "Acceptance at the bonus token alone: the drafter's proposals are all rejected "
@@ -97,16 +99,16 @@ def _drop_finding(log: LogFacts, drop: AcceptDrop, collapsed: bool) -> Finding:
         else "The drafter's sliding layers attend beyond their trained window (DFD103)."
     )
     return acceptance_falling.finding(
-        title=f"Accept length fell from {drop.before:.2f} to {drop.after:.2f} from {began}",
+        title=f"Accept length fell from {drop.before:.2f} to {drop.after:.2f} {began}",
         message=(
-            f"Mean accept length dropped from {drop.before:.2f} to {drop.after:.2f} at {began} "
+            f"Mean accept length dropped from {drop.before:.2f} to {drop.after:.2f} {began} "
             f"and stayed down for the last {share:.0f}% of decode lines. {cause}"
         ),
         evidence=[
             Evidence(
                 kind="log",
                 text=f"accept len {drop.before:.2f} (from "
-                f"{log.decode.first_timestamp or '-'}) to {drop.after:.2f} (from {began} until "
+                f"{log.decode.first_timestamp or '-'}) to {drop.after:.2f} ({began}, until "
                 f"{log.decode.last_timestamp or '-'}); {log.decode.count} decode lines, "
                 f"{log.decode.parsed_lines} read",
                 file=log.path,

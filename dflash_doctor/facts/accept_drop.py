@@ -38,6 +38,9 @@ class AcceptDrop:
     after: float
     began_at: DecodePoint
     after_share: float
+    # The point before it: the drop began after its last line. (A point's timestamp is that
+    # of the last decode line of its 256 KiB block, so the drop began by began_at's.)
+    previous: DecodePoint
 
 
 def _best_split(series: list[DecodePoint]) -> tuple[int, float, float] | None:
@@ -78,4 +81,4 @@ def sustained_drop(series: list[DecodePoint]) -> AcceptDrop | None:
         or tail_mean >= DROP_RATIO * before
     ):
         return None
-    return AcceptDrop(before, after, points[k], after_lines / total)
+    return AcceptDrop(before, after, points[k], after_lines / total, points[k - 1])
