@@ -1,0 +1,68 @@
+"""Files beside the drafter's config.json: its safetensors index and mask_embedding.pt sidecar
+(facts/drafter_files.py parses them; both bounded, neither ever executed or unpickled)."""
+
+from __future__ import annotations
+
+import posixpath
+
+from dflash_doctor.errors import DoctorError, FactError, FileMissing
+from dflash_doctor.facts.drafter_files import (
+    INDEX_FILE,
+    MAX_INDEX_BYTES,
+    MAX_SIDECAR_BYTES,
+    SIDECAR_FILE,
+    parse_safetensors_index,
+    sidecar_mask_token_id,
+)
+from dflash_doctor.facts.models import DrafterConfig, DrafterFiles, Fact
+from dflash_doctor.finders.base import attempt
+from dflash_doctor.transport.base import Transport
+
+
+def _read(t: Transport, path: str, limit: int) -> bytes | None:
+    """The file's bytes; None when it does not exist; FactError when it cannot be read."""
+    try:
+        return t.read_file(path, max_bytes=limit)
+    except FileMissing:
+        return None
+    except DoctorError as e:
+        raise FactError(f"cannot read {path}: {e}") from None
+
+
+def find_drafter_files(t: Transport, host: str, cfg: DrafterConfig | None) -> Fact[DrafterFiles]:
+    """The safetensors index and mask-embedding sidecar beside the drafter's config.json."""
+    if cfg is None:
+        return Fact[DrafterFiles]()
+    directory = posixpath.dirname(cfg.path) or "."
+    return attempt(host, directory, lambda: _drafter_files(t, host, directory))
+
+
+def _drafter_files(t: Transport, host: str, directory: str) -> DrafterFiles:
+    files = DrafterFiles(directory=directory)
+    index = posixpath.join(directory, INDEX_FILE)
+    try:
+        data = _read(t, index, MAX_INDEX_BYTES)
+        if data is not None:
+            count, quantized, names = parse_safetensors_index(data)
+            files = files.model_copy(
+                update={
+                    "index_path": index,
+                    "tensors": count,
+                    "quantized_tensors": quantized,
+                    "quantized_names": names,
+                }
+            )
+    except FactError as e:
+        files = files.model_copy(update={"index_error": f"{host}:{index}: {e}"})
+    sidecar = posixpath.join(directory, SIDECAR_FILE)
+    try:
+        blob = _read(t, sidecar, MAX_SIDECAR_BYTES)
+    except FactError as e:
+        # Present but not read (too large, unreadable): its presence is still the fact.
+        return files.model_copy(update={"sidecar_path": sidecar, "sidecar_note": str(e)})
+    if blob is None:
+        return files
+    token, note = sidecar_mask_token_id(blob)
+    return files.model_copy(
+        update={"sidecar_path": sidecar, "sidecar_mask_token_id": token, "sidecar_note": note}
+    )
