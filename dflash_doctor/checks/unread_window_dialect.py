@@ -25,6 +25,7 @@ from dflash_doctor.spans import FULL, SLIDING, Behaviour, LayerSpan, served_span
 # 0.5.18:45-51); sliding layers are causal
 # (AttentionType.DECODER) from 0.5.14 whatever it says, unless 0.5.18+ reads an explicit false.
 IS_CAUSAL_SINCE = (0, 5, 17)
+EXPLICIT_FALSE_SINCE = (0, 5, 18)
 NOT_READ = (
     "SGLang reads no dflash_config.use_swa, dflash_config.swa_window_size (outside the "
     "Nemotron-3.5 layout) or dflash_config.causal"
@@ -76,17 +77,26 @@ def unread_window_dialect(facts: HostFacts) -> list[Finding]:
     """
     require_dflash(facts)
     cfg = drafter(facts)
-    window = _dialect_window(cfg)
-    causal = cfg.dflash_causal is True and cfg.is_causal_declared is not True
-    if window is None and not causal:
+    if cfg.dflash_use_swa is None and cfg.swa_window_size is None and cfg.dflash_causal is None:
         raise Skip("the drafter declares no window or causality in dflash_config")
     require_starts(facts)
+    version = parse_version(facts.sglang_version.value or "")
     found: list[Finding] = []
+    window = _dialect_window(cfg)
     if window is not None:
         found.extend(_window_finding(facts, cfg, window))
-    if causal:
-        found.extend(_causal_finding(facts, cfg))
+    if cfg.dflash_causal is True and not _causal_read(cfg, version):
+        found.extend(_causal_finding(facts, cfg, version))
     return found
+
+
+def _causal_read(cfg: DrafterConfig, version: tuple[int, int, int] | None) -> bool:
+    """Whether SGLang builds the layers causal from the top-level is_causal: read from
+    0.5.17, and only when the config has layer_types (models/dflash.py 0.5.23:169-171
+    builds every layer bidirectional without them)."""
+    if cfg.is_causal_declared is not True or version is None or version < IS_CAUSAL_SINCE:
+        return False
+    return bool(cfg.layer_types) and cfg.layer_types_source != "class_default"
 
 
 def _dialect_window(cfg: DrafterConfig) -> int | None:
@@ -165,12 +175,15 @@ def _noncausal_layers(cfg: DrafterConfig, version: tuple[int, int, int] | None) 
     every = list(range(cfg.num_hidden_layers))
     if version is None or version < LAYER_TYPES_SINCE or not cfg.layer_types:
         return every  # 0.5.11-0.5.13, or no layer_types: every layer full and bidirectional
-    return [i for i, t in enumerate(cfg.layer_types) if t != SLIDING or not cfg.sliding_layers]
+    if version >= EXPLICIT_FALSE_SINCE and cfg.is_causal_declared is False:
+        return every  # 0.5.18+ reads an explicit false for sliding layers too
+    return [i for i, t in enumerate(cfg.layer_types) if t != SLIDING]
 
 
-def _causal_finding(facts: HostFacts, cfg: DrafterConfig) -> list[Finding]:
+def _causal_finding(
+    facts: HostFacts, cfg: DrafterConfig, version: tuple[int, int, int] | None
+) -> list[Finding]:
     """dflash_config.causal: true, served bidirectional in the full_attention layers."""
-    version = parse_version(facts.sglang_version.value or "")
     layers = _noncausal_layers(cfg, version)
     if not layers:
         return []
@@ -180,7 +193,7 @@ def _causal_finding(facts: HostFacts, cfg: DrafterConfig) -> list[Finding]:
             cfg,
             "causal",
             "dflash_config.causal=true, top-level is_causal "
-            + ("absent" if cfg.is_causal_declared is None else "false"),
+            + {None: "absent", True: "true", False: "false"}[cfg.is_causal_declared],
         )
     ]
     if version is not None:
