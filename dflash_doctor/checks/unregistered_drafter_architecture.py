@@ -84,8 +84,8 @@ def drafter_architecture_not_registered(facts: HostFacts) -> list[Finding]:
     )
     return [
         drafter_architecture_not_registered.finding(
-            title=f"SGLang {version or ''} does not register the drafter class "
-            f"{cfg.architectures[0]}".replace("  ", " "),
+            title=f"SGLang {version or '(installed)'} does not register the drafter class "
+            f"{cfg.architectures[0]}",
             message=(
                 f"No model class named {cfg.architectures} is registered ({source}): SGLang "
                 "falls back to the Transformers backend, which is no DFlash drafter, or "
