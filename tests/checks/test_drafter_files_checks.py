@@ -177,8 +177,17 @@ def test_dfd160_passes_an_unquantized_drafter() -> None:
 
 # DFD161 -----------------------------------------------------------------------------------
 
-DIALECT = {"mask_token_id": 163838, "use_swa": True, "swa_window_size": 2048, "causal": True}
-NO_WINDOW = {"layer_types": None, "sliding_window": None, "use_sliding_window": False}
+DIALECT: dict[str, Any] = {
+    "mask_token_id": 163838,
+    "use_swa": True,
+    "swa_window_size": 2048,
+    "causal": True,
+}
+NO_WINDOW: dict[str, Any] = {
+    "layer_types": None,
+    "sliding_window": None,
+    "use_sliding_window": False,
+}
 
 
 @pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
@@ -204,8 +213,8 @@ def test_dfd161_window_flag_at_the_trained_window_serves_it() -> None:
 
 
 def test_dfd161_is_causal_is_read_from_0517_only() -> None:
-    full = {"layer_types": ["full_attention"] * 6, "is_causal": True}
-    causal = {"mask_token_id": 163838, "causal": True}
+    full: dict[str, Any] = {"layer_types": ["full_attention"] * 6, "is_causal": True}
+    causal: dict[str, Any] = {"mask_token_id": 163838, "causal": True}
     assert run("DFD161", facts_with("0.5.17", dflash_config=causal, **full)).status == "passed"
     (f,) = run("DFD161", facts_with("0.5.16", dflash_config=causal, **full)).findings
     assert f.fixes[0].value == "0.5.17"
@@ -216,7 +225,10 @@ def test_dfd161_skips_without_the_dialect() -> None:
 
 
 def test_dfd161_nemotron_window_is_read() -> None:
-    nem = {**NEMOTRON, "dflash_config": {**NEMOTRON["dflash_config"], "swa_window_size": 2048}}
+    nem: dict[str, Any] = {
+        **NEMOTRON,
+        "dflash_config": {**NEMOTRON["dflash_config"], "swa_window_size": 2048},
+    }
     assert run("DFD161", facts_with("0.5.23", **nem)).status == "passed"
 
 
@@ -224,7 +236,7 @@ def test_dfd161_nemotron_window_is_read() -> None:
 
 
 def test_dfd162_dflash2_registered_from_0519() -> None:
-    arch = {"architectures": ["DFlash2DraftModel"]}
+    arch: dict[str, Any] = {"architectures": ["DFlash2DraftModel"]}
     (f,) = run("DFD162", facts_with("0.5.18", **arch)).findings
     assert (f.fixes[0].action, f.fixes[0].value) == ("upgrade_sglang", "0.5.19")
     assert run("DFD162", facts_with("0.5.19", **arch)).status == "passed"
@@ -244,11 +256,11 @@ def test_dfd162_the_hosts_entry_class_decides() -> None:
         entry_classes=["DFlashDraftModel"],
         entry_line=9,
     )
-    arch = {"architectures": ["DFlash2DraftModel"]}
+    arch: dict[str, Any] = {"architectures": ["DFlash2DraftModel"]}
     (f,) = run("DFD162", facts_with("0.5.23", code=patched, **arch)).findings
     assert any(e.file == patched.path and e.line == 9 for e in f.evidence)
     # A class another module registers (models/dspark.py) is not dflash.py's to list.
-    dspark = {"architectures": ["Qwen3DSparkModel"]}
+    dspark: dict[str, Any] = {"architectures": ["Qwen3DSparkModel"]}
     assert run("DFD162", facts_with("0.5.23", code=patched, **dspark)).status == "passed"
 
 
