@@ -49,7 +49,7 @@ def quantized_drafter_ignored(facts: HostFacts) -> list[Finding]:
     `nn.Linear` (models/dflash.py 0.5.11:288, 0.5.23:771-774); 0.5.11-0.5.14 build the
     layers without quant_config (models/dflash.py 0.5.11:217-219); from 0.5.22
     `supports_quantization = False` names it (models/dflash.py 0.5.23:685,707,736-740).
-    Nemotron-3.5 quantized path: models/dflash.py 0.5.19:569,623-631 and
+    Nemotron-3.5 quantized path: models/dflash.py 0.5.19:569,624-632 and
     speculative/dflash_utils.py 0.5.19:469-506.
     """
     require_dflash(facts)

@@ -22,7 +22,7 @@ from dflash_doctor.spans import FULL, SLIDING, Behaviour, LayerSpan, served_span
 
 # models/dflash.py reads the top-level `is_causal` from 0.5.17 for full_attention layers
 # (models/dflash.py 0.5.17:58-66) and from 0.5.18 for both kinds (models/dflash.py
-# 0.5.18:45-51); sliding layers are causal
+# 0.5.18:46-52); sliding layers are causal
 # (AttentionType.DECODER) from 0.5.14 whatever it says, unless 0.5.18+ reads an explicit false.
 IS_CAUSAL_SINCE = (0, 5, 17)
 EXPLICIT_FALSE_SINCE = (0, 5, 18)
@@ -68,12 +68,12 @@ def unread_window_dialect(facts: HostFacts) -> list[Finding]:
     config edit changes a model file (manual, keep a copy).
 
     **Versions.** No release 0.5.11-0.5.23 reads `use_swa` or `causal` in
-    `dflash_config`. Window: speculative/dflash_utils.py 0.5.14:341-354, 0.5.23:400-416
+    `dflash_config`. Window: speculative/dflash_utils.py 0.5.14:341-356, 0.5.23:400-416
     (`swa_window_size` only for the Nemotron-3.5 draft, from 0.5.19:
     speculative/dflash_utils.py 0.5.19:418);
     layer types: models/dflash.py 0.5.14:44-66, 0.5.23:166-190; 0.5.11-0.5.13 build every
     layer full and bidirectional (models/dflash.py 0.5.11:112-118). Causality:
-    models/dflash.py 0.5.17:58-66, 0.5.18:45-51, 0.5.23:157-163.
+    models/dflash.py 0.5.17:58-66, 0.5.18:46-52, 0.5.23:157-163.
     """
     require_dflash(facts)
     cfg = drafter(facts)

@@ -44,7 +44,7 @@ def drafter_architecture_not_registered(facts: HostFacts) -> list[Finding]:
 
     **Fix safety.** An upgrade changes more than this; re-run the whole check after it.
 
-    **Versions.** Registry: srt/models/registry.py 0.5.11:93-124, 0.5.23:118-148; the
+    **Versions.** Registry: srt/models/registry.py 0.5.11:93-123, 0.5.23:118-148; the
     fallback: model_loader/utils.py 0.5.11:215-220, 0.5.23:224-231. EntryClass:
     models/dflash.py 0.5.11:399, 0.5.19:1146-1151, 0.5.23:1317-1324.
     """

@@ -3,11 +3,11 @@ and the `mask_embedding.pt` sidecar. Both are hostile input: bounded, parsed, ne
 
 - `model.safetensors.index.json` names every tensor of a sharded checkpoint (its
   `weight_map`). SGLang's `DFlashDraftModel.load_weights` skips a name it has no parameter
-  for (`# Ignore unexpected weights`, models/dflash.py 0.5.11:371-374, 0.5.23:943-946), so
+  for (`# Ignore unexpected weights`, models/dflash.py 0.5.11:381-383, 0.5.23:944-946), so
   packed or quantized tensors (`*.weight_packed`, `*.weight_scale`, `*.qweight`, ...) of a
   layer built unquantized are dropped without a word.
 - `mask_embedding.pt` is a `torch.save` zip whose `data.pkl` holds `{"embedding": tensor,
-  "mask_token_id": int, ...}` (speculative/dflash_worker_v2.py 0.5.20:1196-1210). The token id
+  "mask_token_id": int, ...}` (speculative/dflash_worker_v2.py 0.5.20:1196-1202). The token id
   is read by disassembling the pickle's opcodes (`pickletools.genops`, which decodes and never
   runs or imports anything), never by unpickling: host files are never `torch.load`ed.
 """
@@ -80,38 +80,55 @@ def parse_safetensors_index(data: bytes) -> tuple[int, int, list[str]]:
     return len(weight_map), len(quantized), [n[:120] for n in quantized[:MAX_NAMES]]
 
 
-def sidecar_mask_token_id(data: bytes) -> tuple[int | None, str | None]:
-    """The `mask_token_id` saved in a mask_embedding.pt, or None and why it was not read."""
+def sidecar_mask_token_id(data: bytes) -> tuple[int | None, bool | None, str | None]:
+    """(`mask_token_id`, `per_position`, why the id was not read) of a mask_embedding.pt."""
     if len(data) > MAX_SIDECAR_BYTES:
-        return None, f"{len(data)} bytes, larger than {MAX_SIDECAR_BYTES}: not read"
+        return None, None, f"{len(data)} bytes, larger than {MAX_SIDECAR_BYTES}: not read"
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = [i for i in zf.infolist() if i.filename.endswith("/data.pkl")]
             if len(names) != 1 or names[0].file_size > MAX_PICKLE_BYTES:
-                return None, "not a torch.save zip with one small data.pkl"
+                return None, None, "not a torch.save zip with one small data.pkl"
             pickle = zf.open(names[0]).read(MAX_PICKLE_BYTES + 1)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
-        return None, "not a zip archive (legacy torch.save format): the id is not read"
-    return _token_id_in_pickle(pickle)
-
-
-_INT_OPS = ("BININT", "BININT1", "BININT2", "LONG1", "INT", "LONG")
-
-
-def _token_id_in_pickle(pickle: bytes) -> tuple[int | None, str | None]:
-    """The int that follows the string key `mask_token_id` in the opcode stream."""
-    after_key = False
+        return None, None, "not a zip archive (legacy torch.save format): the id is not read"
     try:
-        for count, (op, arg, _) in enumerate(pickletools.genops(pickle)):
-            if count > MAX_OPCODES:
-                break
-            if after_key:
-                if op.name in _INT_OPS and isinstance(arg, int) and not isinstance(arg, bool):
-                    return arg, None
-                if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
-                    return None, "mask_token_id is not saved as a plain integer"
-            elif isinstance(arg, str) and arg == "mask_token_id":
-                after_key = True
+        found = _scalars_in_pickle(pickle)
     except (ValueError, EOFError, IndexError, UnicodeDecodeError, OverflowError):
-        return None, "data.pkl is not a readable pickle stream"
-    return None, "no mask_token_id key in data.pkl"
+        return None, None, "data.pkl is not a readable pickle stream"
+    token, per_position = found.get("mask_token_id"), found.get("per_position")
+    flag = per_position if isinstance(per_position, bool) else None
+    if isinstance(token, int) and not isinstance(token, bool):
+        return token, flag, None
+    if "mask_token_id" in found:
+        return None, flag, "mask_token_id is not saved as a plain integer"
+    return None, flag, "no mask_token_id key in data.pkl"
+
+
+_KEYS = ("mask_token_id", "per_position")
+_MEMO_OPS = ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT")
+_INT_OPS = ("BININT", "BININT1", "BININT2", "LONG1", "INT", "LONG")
+_BOOL_OPS = {"NEWTRUE": True, "NEWFALSE": False}
+
+
+def _scalars_in_pickle(pickle: bytes) -> dict[str, object]:
+    """The value after each string key of _KEYS in the opcode stream: an int, a bool, or
+    None when it is anything else (a tensor, a reference). Decoded, never executed."""
+    found: dict[str, object] = {}
+    key: str | None = None
+    for count, (op, arg, _) in enumerate(pickletools.genops(pickle)):
+        if count > MAX_OPCODES:
+            break
+        if key is not None:
+            if op.name in _MEMO_OPS:
+                continue
+            if op.name in _BOOL_OPS:
+                found.setdefault(key, _BOOL_OPS[op.name])
+            elif op.name in _INT_OPS and isinstance(arg, int) and not isinstance(arg, bool):
+                found.setdefault(key, arg)
+            else:
+                found.setdefault(key, None)
+            key = None
+        elif isinstance(arg, str) and arg in _KEYS:
+            key = arg
+    return found

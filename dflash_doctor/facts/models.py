@@ -313,6 +313,7 @@ class DrafterFiles(BaseModel):
     quantized_names: list[str] = Field(default_factory=list)  # the first few
     sidecar_path: str | None = None  # mask_embedding.pt, when present
     sidecar_mask_token_id: int | None = None
+    sidecar_per_position: bool | None = None  # SGLang refuses per_position=True (0.5.20+)
     sidecar_note: str | None = None  # why its mask_token_id was not read
 
 

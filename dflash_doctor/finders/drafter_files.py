@@ -62,7 +62,12 @@ def _drafter_files(t: Transport, host: str, directory: str) -> DrafterFiles:
         return files.model_copy(update={"sidecar_path": sidecar, "sidecar_note": str(e)})
     if blob is None:
         return files
-    token, note = sidecar_mask_token_id(blob)
+    token, per_position, note = sidecar_mask_token_id(blob)
     return files.model_copy(
-        update={"sidecar_path": sidecar, "sidecar_mask_token_id": token, "sidecar_note": note}
+        update={
+            "sidecar_path": sidecar,
+            "sidecar_mask_token_id": token,
+            "sidecar_per_position": per_position,
+            "sidecar_note": note,
+        }
     )

@@ -81,7 +81,7 @@ def test_a_hostile_index_is_one_fact_error(data: bytes) -> None:
 
 
 def test_the_sidecar_token_id_is_read_from_a_real_torch_save() -> None:
-    assert sidecar_mask_token_id(SIDECAR.read_bytes()) == (163838, None)
+    assert sidecar_mask_token_id(SIDECAR.read_bytes()) == (163838, False, None)
 
 
 def _zip(pickle: bytes) -> bytes:
@@ -94,7 +94,7 @@ def _zip(pickle: bytes) -> bytes:
 def test_a_sidecar_pickle_is_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     evil = b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
-    token, note = sidecar_mask_token_id(_zip(evil))
+    token, _, note = sidecar_mask_token_id(_zip(evil))
     assert token is None and note and not marker.exists()
 
 
@@ -108,7 +108,7 @@ def test_a_sidecar_pickle_is_never_run(tmp_path: Path) -> None:
     ],
 )
 def test_a_sidecar_that_cannot_be_read_safely_says_why(blob: bytes, why: str) -> None:
-    token, note = sidecar_mask_token_id(blob)
+    token, _, note = sidecar_mask_token_id(blob)
     assert token is None and note is not None and why in note
 
 
@@ -288,3 +288,22 @@ def test_dfd163_unreadable_id_skips_that_half_and_no_sidecar_passes() -> None:
     r = run("DFD163", facts_with("0.5.23", unread))
     assert r.status == "skipped" and r.reason and "not a zip" in r.reason
     assert run("DFD163", facts_with("0.5.23", files())).status == "passed"
+
+
+def test_dfd163_per_position_sidecar_is_refused_from_0520() -> None:
+    per = SIDE.model_copy(update={"sidecar_per_position": True})
+    (f,) = run("DFD163", facts_with("0.5.20", per)).findings
+    assert "per-position mask embeddings are not supported" in f.message
+    # The token id is compared first: a mismatch is the refusal SGLang raises.
+    both = per.model_copy(update={"sidecar_mask_token_id": 7})
+    (f,) = run("DFD163", facts_with("0.5.23", both)).findings
+    assert "mask_token_id=7" in f.message
+
+
+def test_per_position_flag_is_read_from_the_opcodes() -> None:
+    # protocol 2: {"mask_token_id": 5, "per_position": True}, as torch.save pickles a dict
+    pkl = (
+        b"\x80\x02}q\x00(X\r\x00\x00\x00mask_token_idq\x01K\x05"
+        b"X\x0c\x00\x00\x00per_positionq\x02\x88u."
+    )
+    assert sidecar_mask_token_id(_zip(pkl)) == (5, True, None)
