@@ -307,3 +307,12 @@ def test_per_position_flag_is_read_from_the_opcodes() -> None:
         b"X\x0c\x00\x00\x00per_positionq\x02\x88u."
     )
     assert sidecar_mask_token_id(_zip(pkl)) == (5, True, None)
+
+
+def test_a_silent_collapse_names_a_quantized_drafter_checkpoint() -> None:
+    from dflash_doctor.checks.silent_collapse import likely_causes
+
+    quant = {"quantization_config": {"quant_method": "compressed-tensors"}}
+    assert any("DFD160" in c for c in likely_causes(facts_with("0.5.23", **quant)))
+    assert not any("DFD160" in c for c in likely_causes(facts_with("0.5.23", **NEMOTRON)))
+    assert not any("DFD160" in c for c in likely_causes(facts_with("0.5.23")))
