@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import posixpath
+from typing import Any
 
 from dflash_doctor.errors import DoctorError, FactError, FileMissing
 from dflash_doctor.facts.drafter_files import (
@@ -19,14 +20,18 @@ from dflash_doctor.finders.base import attempt
 from dflash_doctor.transport.base import Transport
 
 
+class _Unreadable(Exception):
+    """Present but not read; the message names the host and path (the transport's line)."""
+
+
 def _read(t: Transport, path: str, limit: int) -> bytes | None:
-    """The file's bytes; None when it does not exist; FactError when it cannot be read."""
+    """The file's bytes; None when it does not exist; _Unreadable when it cannot be read."""
     try:
         return t.read_file(path, max_bytes=limit)
     except FileMissing:
         return None
     except DoctorError as e:
-        raise FactError(f"cannot read {path}: {e}") from None
+        raise _Unreadable(str(e).splitlines()[0] if str(e) else path) from None
 
 
 def find_drafter_files(t: Transport, host: str, cfg: DrafterConfig | None) -> Fact[DrafterFiles]:
@@ -38,36 +43,43 @@ def find_drafter_files(t: Transport, host: str, cfg: DrafterConfig | None) -> Fa
 
 
 def _drafter_files(t: Transport, host: str, directory: str) -> DrafterFiles:
-    files = DrafterFiles(directory=directory)
     index = posixpath.join(directory, INDEX_FILE)
+    sidecar = posixpath.join(directory, SIDECAR_FILE)
+    return DrafterFiles(directory=directory, **_index(t, host, index), **_sidecar(t, sidecar))
+
+
+def _index(t: Transport, host: str, index: str) -> dict[str, Any]:
+    """The index's tensor counts, or why a present index was not read; {} when absent."""
     try:
         data = _read(t, index, MAX_INDEX_BYTES)
-        if data is not None:
-            count, quantized, names = parse_safetensors_index(data)
-            files = files.model_copy(
-                update={
-                    "index_path": index,
-                    "tensors": count,
-                    "quantized_tensors": quantized,
-                    "quantized_names": names,
-                }
-            )
+        if data is None:
+            return {}
+        count, quantized, names = parse_safetensors_index(data)
+    except _Unreadable as e:
+        return {"index_error": str(e)}
     except FactError as e:
-        files = files.model_copy(update={"index_error": f"{host}:{index}: {e}"})
-    sidecar = posixpath.join(directory, SIDECAR_FILE)
+        return {"index_error": f"{host}:{index}: {e}"}
+    return {
+        "index_path": index,
+        "tensors": count,
+        "quantized_tensors": quantized,
+        "quantized_names": names,
+    }
+
+
+def _sidecar(t: Transport, sidecar: str) -> dict[str, Any]:
+    """The sidecar's saved mask_token_id and per_position; {} when there is none."""
     try:
         blob = _read(t, sidecar, MAX_SIDECAR_BYTES)
-    except FactError as e:
+    except _Unreadable as e:
         # Present but not read (too large, unreadable): its presence is still the fact.
-        return files.model_copy(update={"sidecar_path": sidecar, "sidecar_note": str(e)})
+        return {"sidecar_path": sidecar, "sidecar_note": str(e)}
     if blob is None:
-        return files
+        return {}
     token, per_position, note = sidecar_mask_token_id(blob)
-    return files.model_copy(
-        update={
-            "sidecar_path": sidecar,
-            "sidecar_mask_token_id": token,
-            "sidecar_per_position": per_position,
-            "sidecar_note": note,
-        }
-    )
+    return {
+        "sidecar_path": sidecar,
+        "sidecar_mask_token_id": token,
+        "sidecar_per_position": per_position,
+        "sidecar_note": note,
+    }

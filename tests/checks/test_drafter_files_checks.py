@@ -312,7 +312,26 @@ def test_per_position_flag_is_read_from_the_opcodes() -> None:
 def test_a_silent_collapse_names_a_quantized_drafter_checkpoint() -> None:
     from dflash_doctor.checks.silent_collapse import likely_causes
 
-    quant = {"quantization_config": {"quant_method": "compressed-tensors"}}
+    quant: dict[str, Any] = {"quantization_config": {"quant_method": "compressed-tensors"}}
     assert any("DFD160" in c for c in likely_causes(facts_with("0.5.23", **quant)))
     assert not any("DFD160" in c for c in likely_causes(facts_with("0.5.23", **NEMOTRON)))
     assert not any("DFD160" in c for c in likely_causes(facts_with("0.5.23")))
+
+
+def test_the_finder_reads_hostile_files_beside_the_drafter_as_one_line_each(
+    tmp_path: Path,
+) -> None:
+    from dflash_doctor.finders.drafter_files import find_drafter_files
+    from dflash_doctor.transport.local import LocalTransport
+
+    cfg = drafter_cfg().model_copy(update={"path": str(tmp_path / "config.json")})
+    t = LocalTransport("h")
+    found = find_drafter_files(t, "h", cfg).value
+    assert found is not None and found.index_path is None and found.sidecar_path is None
+    (tmp_path / "model.safetensors.index.json").write_bytes(b"{" * (MAX_INDEX_BYTES + 10))
+    (tmp_path / "mask_embedding.pt").mkdir()  # not a regular file
+    found = find_drafter_files(t, "h", cfg).value
+    assert found is not None and found.index_error is not None
+    assert found.index_error.startswith("h:") and "\n" not in found.index_error
+    assert found.sidecar_path is not None and found.sidecar_mask_token_id is None
+    assert found.sidecar_note and "\n" not in found.sidecar_note
