@@ -335,3 +335,23 @@ def test_the_finder_reads_hostile_files_beside_the_drafter_as_one_line_each(
     assert found.index_error.startswith("h:") and "\n" not in found.index_error
     assert found.sidecar_path is not None and found.sidecar_mask_token_id is None
     assert found.sidecar_note and "\n" not in found.sidecar_note
+
+
+def test_the_registry_data_holds_every_wheels_dflash_entry_class() -> None:
+    """DFD162's fallback (dflash_capture.json `known`, scripts/gen_dflash_capture.py) agrees
+    with each release's models/dflash.py EntryClass, read as the host's file is read."""
+    from dflash_doctor.facts.capture_hooks import capture_support
+
+    wheels = sorted(Path("/work/wheels/src").glob("0.5.*/sglang/srt/models/dflash.py"))
+    if not wheels:
+        pytest.skip("wheels not unpacked here")
+    for path in wheels:
+        version = path.parts[-5]
+        code = parse_dflash_model_source(path.read_bytes(), str(path))
+        assert code.entry_classes, version
+        for name in code.entry_classes:
+            answer = capture_support(version, name)
+            assert answer is not None and answer.known and answer.module == "dflash", (
+                version,
+                name,
+            )
