@@ -68,6 +68,13 @@ def _shown(facts: HostFacts) -> list[str]:
     if quant:
         # srt/server_args.py 0.5.11:1087-1088: the drafter inherits the target's quantization.
         found.append(f"the drafter runs quantized ({quant}): pass {QUANT_FLAG} unquant")
+    files = facts.drafter_files.value
+    packed = files is not None and files.quantized_tensors > 0
+    if drafter is not None and not drafter.nemotron_35_draft and (drafter.quantization or packed):
+        found.append(
+            "the drafter checkpoint is quantized: SGLang's DFlash loader skips its quantized "
+            "tensors (DFD160)"
+        )
     return found
 
 

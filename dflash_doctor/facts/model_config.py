@@ -342,6 +342,35 @@ def _block_size(
         return None, where, repr(raw)[:60]
 
 
+def _bool_or_none(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _quant_and_dialect(obj: dict[str, Any], dflash: dict[str, Any]) -> dict[str, Any]:
+    """The drafter's quantization, and window/causality keys SGLang does not read (DFD160,
+    DFD161): as written, None where absent or not a bool."""
+    return {
+        "is_causal": obj.get("is_causal") is True,
+        "is_causal_declared": _bool_or_none(obj.get("is_causal")),
+        "dflash_use_swa": _bool_or_none(dflash.get("use_swa")),
+        "dflash_causal": _bool_or_none(dflash.get("causal")),
+        "quantization": _quantization(obj),
+        "nemotron_35_draft": is_nemotron_35_draft(obj, dflash),
+    }
+
+
+def _quantization(obj: dict[str, Any]) -> str | None:
+    """The drafter's `quantization_config` named by its method and algorithm, or None."""
+    quant = obj.get("quantization_config")
+    if quant is None or quant == {}:
+        return None
+    if not isinstance(quant, dict):
+        return "present"
+    words = [quant.get(k) for k in ("quant_method", "quant_algo")]
+    named = [w[:40] for w in words if isinstance(w, str) and w]
+    return " ".join(named) or "present"
+
+
 def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     """A drafter config.json as the typed facts the checks read."""
     obj = _load_object(data)
@@ -397,7 +426,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         sliding_window_unset=window is None,
         swa_window_size=swa,
         num_target_layers_key=ntl_key,
-        is_causal=obj.get("is_causal") is True,
+        **_quant_and_dialect(obj, dflash),
         max_position_embeddings=_int(obj, "max_position_embeddings"),
         context_length=context[0] if context else None,
         context_length_key=context[1] if context else None,
