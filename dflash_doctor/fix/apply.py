@@ -366,6 +366,14 @@ class Applier:
             time.sleep(0.5)
         return f"{url} not healthy after {self.health_timeout:g}s ({why})"
 
+    def answers(self, launch: LaunchArgs) -> bool:
+        """Whether anything answers the health URL right now (one probe)."""
+        try:
+            python = HostExec(self.t, self.spec).system_python()
+            return self.t.run([*python, "-c", HEALTH_PROBE, self.health_url(launch)]).ok
+        except DoctorError:
+            return False
+
     def back_up_and_ours(self, launch: LaunchArgs) -> str | None:
         """None when the server the doctor started answers health; an answer on the port
         while that server is not running (a stale pid, another process) is not success."""
@@ -742,6 +750,16 @@ def _rollback_locked(
         return Outcome("failed", f"no dflash-doctor backup of {source} {why}", steps=a.steps)
     if live and not source_for(launch.kind).managed and not spec.fix.relaunch:
         a.owner_of(pid if up else None, real)  # as whom it comes back, before any change
+        if not up and a.answers(launch):
+            # No server of this file runs (a stale pid, one that exited), yet the port
+            # answers: whatever holds it is not what the rollback starts, and its answer
+            # would pass for the restored server's.
+            return Outcome(
+                "failed",
+                f"nothing changed: {a.health_url(launch)} answers, but no server of {source} "
+                "runs: another process holds the port; stop it, then roll back",
+                steps=a.steps,
+            )
     a.journaling = False
     bak: str | None = None
     with signals.shielded():

@@ -257,12 +257,11 @@ class LocalTransport(HostCommands):
         expect: FileId | None = None,
         owner: tuple[int, int] | None = None,
     ) -> FileId:
-        """Write atomically through descriptors (transport/safe_files.py): a link is
-        written through (resolved once, then never followed again), the file keeps its
-        owner and group, a change since `expect` is refused."""
-        real = os.path.realpath(path)
+        """Write atomically through descriptors (transport/safe_files.py): the file keeps
+        its owner and group, a change since `expect` is refused, and no link is followed
+        (a caller that writes through one resolves it first, with real_path)."""
         want = expect.expected() if expect is not None else None
-        return self._safely(path, lambda: safe_files.replace_file(real, data, mode, want, owner))
+        return self._safely(path, lambda: safe_files.replace_file(path, data, mode, want, owner))
 
     def create_file(
         self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None

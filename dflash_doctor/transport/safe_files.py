@@ -41,10 +41,11 @@ class Unsafe(Exception):
 
 
 def split(path: str) -> tuple[str, str]:
-    """The resolved directory of `path` and its last name (the name itself is not
-    resolved: it is what is opened without following)."""
-    real = os.path.realpath(os.path.dirname(os.path.abspath(path)) or "/")
-    return real, os.path.basename(path)
+    """The directory of `path` and its last name. Nothing is resolved here: the caller
+    gives a resolved path, and a link anywhere in it now (one swapped in since) is refused
+    by `open_dir`, a link at the name by each operation."""
+    full = os.path.abspath(path)
+    return os.path.dirname(full) or "/", os.path.basename(full)
 
 
 def open_dir(path: str) -> int:
@@ -285,9 +286,8 @@ def answer(request: dict[str, object], data: bytes) -> dict[str, object]:
     owner = request.get("owner")
     who = (int(owner[0]), int(owner[1])) if isinstance(owner, list) else None
     expect = request.get("expect")
-    if op == "replace":  # through a link, as the local transport writes: resolved once here
-        real = os.path.realpath(path)
-        got = replace_file(real, data, mode, expect if isinstance(expect, dict) else None, who)
+    if op == "replace":
+        got = replace_file(path, data, mode, expect if isinstance(expect, dict) else None, who)
     elif op == "create":
         got = create_file(path, data, mode, who)
     elif op == "id":
