@@ -374,7 +374,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     assert plan.changes
     out = apply_plan(spec, t, plan, facts, stamp="1", health_timeout=120)
     assert out.status == "rolled_back", out.message
-    assert "interrupted (Ctrl-C)" in out.message
+    assert "interrupted (Ctrl-C or SIGTERM)" in out.message
     assert s.script.read_bytes() == original and healthy(s.port)
 
 

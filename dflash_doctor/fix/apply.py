@@ -614,7 +614,7 @@ def _relaunch_verified(
     except DoctorError as e:
         failure = str(e)
     except KeyboardInterrupt:
-        failure = "interrupted (Ctrl-C)"
+        failure = INTERRUPTED
     return failure, new_facts
 
 

@@ -365,7 +365,7 @@ class DockerFix:
         except DoctorError as e:
             failure = str(e)
         except KeyboardInterrupt:
-            failure = "interrupted (Ctrl-C)"
+            failure = "interrupted (Ctrl-C or SIGTERM)"
         if failure is None:
             try:
                 engine.remove(old)

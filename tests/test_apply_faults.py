@@ -1,0 +1,110 @@
+"""A signal at any step of `fix --apply` never leaves the host down (issue 22 item 7).
+
+`fix --apply` runs as a subprocess against a stand-in server on this machine and pauses
+at one journaled step (fix/journal.py's test hook: DFLASH_DOCTOR_TEST_PAUSE_AT); the test
+then sends SIGINT, SIGTERM or SIGKILL. After SIGINT and SIGTERM the doctor itself must
+have put the old launch file back with its server running and released the lock; after
+SIGKILL (which nothing can catch) its lock stays, a new apply is refused with the way
+out, and `fix --rollback` clears the lock and brings the old server back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dflash_doctor.fix.journal import PAUSE_ENV, PAUSE_FILE_ENV, open_journal
+from dflash_doctor.hosts import HostSpec
+from dflash_doctor.transport.open import open_transport
+from tests.conftest import REPO
+from tests.test_apply_safety import fix, servers  # noqa: F401 - a fixture
+from tests.test_fix import healthy, server_info
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or os.geteuid() != 0, reason="stand-in servers, root's journal"
+)
+STEPS = ["backed_up", "written", "stopping", "stopped", "started"]
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+
+
+def _paused_apply(inventory: Path, step: str, marker: Path) -> subprocess.Popen[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "COLUMNS": "200",
+        PAUSE_ENV: step,
+        PAUSE_FILE_ENV: str(marker),
+    }
+    argv = [sys.executable, "-m", "dflash_doctor", "fix", "--health-timeout", "120"]
+    return subprocess.Popen(
+        [*argv, "-I", str(inventory), "--apply", "--yes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def _wait_for(marker: Path, p: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 180
+    while not marker.exists():
+        if p.poll() is not None:
+            out = p.stdout.read() if p.stdout else ""
+            raise AssertionError(f"the apply ended before its step: {out}")
+        assert time.monotonic() < deadline, "the apply never reached its step"
+        time.sleep(0.05)
+
+
+def _lock(script: Path) -> Path:
+    spec = HostSpec.of(name="local", offline=True)
+    return Path(open_journal(open_transport(spec), spec, str(script), "x").lock_path)
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_at_each_step_leaves_the_server_running_or_recoverable(
+    servers: Any,  # noqa: F811
+    tmp_path: Path,
+    step: str,
+    sig: int,
+) -> None:
+    s = servers("s")
+    s.write()
+    original = s.script.read_bytes()
+    pid = s.start()
+    lock = _lock(s.script)
+    marker = tmp_path / "paused"
+    try:
+        p = _paused_apply(s.inventory(pid=pid), step, marker)
+        _wait_for(marker, p)
+        os.kill(p.pid, sig)
+        out, _ = p.communicate(timeout=300)
+        if sig != signal.SIGKILL:
+            assert p.returncode not in (0, -sig), out
+            assert "interrupted (Ctrl-C or SIGTERM)" in out, out
+        else:
+            assert lock.exists()  # the killed doctor's lock stays
+            if step == "backed_up":  # the file is as it was: a new apply is refused
+                again = fix("-I", str(s.inventory()), "--apply", "--yes")
+                assert again.returncode != 0 and "fix --rollback" in again.stdout, again.stdout
+            else:
+                assert s.script.read_bytes() != original
+            r = fix("-I", str(s.inventory()), "--rollback", "--yes")
+            out = r.stdout + r.stderr
+            assert r.returncode == 0 or step == "backed_up", out
+        assert s.script.read_bytes() == original, out
+        assert healthy(s.port), out
+        assert server_info(s.port)["speculative_draft_window_size"] is None, out
+        assert not lock.exists(), out
+    finally:
+        shutil.rmtree(lock.parent, ignore_errors=True)
