@@ -267,3 +267,37 @@ def test_rollback_does_not_trust_another_processs_health_answer(servers: Any) ->
         impostor.wait()
         for j in _journals(s.script):
             shutil.rmtree(j, ignore_errors=True)
+
+
+def test_over_ssh_the_host_writes_through_descriptors_too(
+    sshd: Any, ssh_options: Any, owned: dict[str, Any]
+) -> None:
+    """The SSH transport runs the same descriptor-based helper on the host (under its
+    system python3): a link at the name is refused, never written through; a backup name
+    taken by a link is refused; a replaced file keeps its owner; a concurrent change is
+    refused."""
+    from dflash_doctor.errors import FileExists
+    from dflash_doctor.transport.ssh import SSHTransport
+
+    script, secret = owned["script"], owned["secret"]
+    t = SSHTransport("h", sshd.address, ssh_options)
+    try:
+        before = t.file_id(str(script))
+        assert before.kind == "file" and before.uid == owned["uid"] and before.sha256
+        got = t.write_file(str(script), b"#!/bin/sh\necho new\n", mode=0o750, expect=before)
+        st = script.lstat()
+        assert got is not None and got.ino == st.st_ino
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (owned["uid"], owned["gid"], 0o750)
+        with pytest.raises(UnsafeFile, match="changed since it was read"):
+            t.write_file(str(script), b"lost\n", mode=0o750, expect=before)
+        link = script.parent / "serve.sh.dflash-doctor-1.bak"
+        link.symlink_to(secret)
+        with pytest.raises(FileExists):
+            t.create_file(str(link), b"x", mode=0o644)
+        with pytest.raises(UnsafeFile, match="not a regular file"):
+            t.write_file(str(link), b"x", mode=0o4755)
+        assert t.file_id(str(link)).kind == "link"
+    finally:
+        t.close()
+    assert script.read_bytes() == b"#!/bin/sh\necho new\n"
+    _untouched(secret)
