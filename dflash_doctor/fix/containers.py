@@ -467,13 +467,13 @@ class DockerFix:
             old, ident = a.current(source)
             if old.decode("utf-8", "replace") != text:
                 raise TransportError(f"{source} changed since it was read; run fix again")
-            backup = a.backup(source, self.stamp, old, ident)
+            a.backup(source, self.stamp, old, ident)
             a.write(source, plan.new_text.encode(), ident.mode, expect=ident)
             a.step("written")
         except DoctorError as e:
             self.steps += a.steps
             return self._report(False, f"nothing relaunched, the server runs as before: {e}")
-        self.steps += [*a.steps, f"backup: {backup}", f"wrote {source}"]
+        self.steps += [*a.steps, f"wrote {source}"]
         a.step("stopping", stopping="docker compose up")
         failure = self._up(source) or self.verify(plan, _launch_of(plan.new_argv, source))
         if failure is None:
