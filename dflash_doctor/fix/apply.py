@@ -189,6 +189,7 @@ class Applier:
         return j
 
     def unlock(self) -> None:
+        """Release the lock this run took (never another doctor's)."""
         if self.j is not None:
             self.j.unlock()
 
@@ -459,6 +460,8 @@ def _apply_locked(
     stamp: str,
     bench: BenchStep | None,
 ) -> Outcome:
+    """The apply under the lock: read and check, back up, write, relaunch and verify, or
+    put everything back (every step journaled)."""
     assert plan.new_text is not None and plan.launch is not None
     live = a.t.relaunch_refused is None
     pid = spec.hints.pid or facts.server_pid()
@@ -735,6 +738,8 @@ def datetime_stamp() -> str:
 def _rollback_locked(
     a: Applier, j: Journal, source: str, real: str, facts: HostFacts, launch: LaunchArgs
 ) -> Outcome:
+    """The rollback under the lock: the copy to restore (or an interrupted apply's server to
+    start), checked before any change, then restored and relaunched."""
     spec, t = a.spec, a.t
     current, cur_id = a.current(real)
     chain = j.copies()

@@ -462,6 +462,8 @@ class DockerFix:
     def _compose_apply(
         self, a: Applier, plan: FixPlan, source: str, text: str, launch: LaunchArgs
     ) -> FixReport:
+        """The compose file backed up and written under the lock, the service recreated and
+        verified, or the old file and service put back."""
         assert plan.new_text is not None and plan.new_argv is not None
         try:
             old, ident = a.current(source)

@@ -120,10 +120,12 @@ class Journal:
 
     @property
     def lock_path(self) -> str:
+        """The lock file (made exclusively; holds who took it)."""
         return posixpath.join(self.dir, "lock")
 
     @property
     def path(self) -> str:
+        """The journal file."""
         return posixpath.join(self.dir, "journal.json")
 
     # -- the lock ---------------------------------------------------------------------------
@@ -169,6 +171,7 @@ class Journal:
         return raw if isinstance(raw, dict) else {}
 
     def unlock(self) -> None:
+        """Remove the lock when this process holds it."""
         with contextlib.suppress(DoctorError):
             if self._holder().get("pid") == os.getpid():
                 self.t.remove_file(self.lock_path)
