@@ -27,11 +27,12 @@ from dflash_doctor.transport.open import open_transport
 from tests.conftest import REPO
 from tests.test_apply_safety import fix, servers  # noqa: F401 - a fixture
 from tests.test_fix import healthy, server_info
+from tests.test_relaunch_owner import host, ids, owner, server_on  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0, reason="stand-in servers, root's journal"
 )
-STEPS = ["backed_up", "written", "stopping", "stopped", "started"]
+STEPS = ["backed_up", "written", "stopping", "stopped", "started", "healthy"]
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
 
@@ -106,5 +107,34 @@ def test_a_signal_at_each_step_leaves_the_server_running_or_recoverable(
         assert healthy(s.port), out
         assert server_info(s.port)["speculative_draft_window_size"] is None, out
         assert not lock.exists(), out
+    finally:
+        shutil.rmtree(lock.parent, ignore_errors=True)
+
+
+def test_rollback_after_sigkill_brings_an_owners_server_back_as_that_owner(
+    host: dict[str, Any],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The server belongs to an unprivileged user; the doctor is killed once it stopped
+    it. `--rollback` clears the lock and starts the old script as that user, and the file
+    stays the owner's."""
+    h = host
+    original = h["script"].read_bytes()
+    lock = _lock(h["script"])
+    marker = tmp_path / "paused"
+    try:
+        p = _paused_apply(h["inventory"], "stopped", marker)
+        _wait_for(marker, p)
+        os.kill(p.pid, signal.SIGKILL)
+        p.communicate(timeout=60)
+        assert not healthy(h["port"]) and lock.exists()  # down, and locked by the dead
+        r = fix("-I", str(h["inventory"]), "--rollback", "--yes")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "cleared the lock of pid" in r.stdout, r.stdout
+        assert h["script"].read_bytes() == original and not lock.exists()
+        st = h["script"].stat()
+        assert (st.st_uid, st.st_gid) == (h["uid"], h["gid"])
+        now = ids(server_on(h["port"], h["script"].parent))
+        assert now["Uid"] == [str(h["uid"])] * 4, now
     finally:
         shutil.rmtree(lock.parent, ignore_errors=True)
