@@ -501,7 +501,8 @@ def _apply_locked(
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
     if failure is None:
-        a.step("done")
+        with signals.shielded():
+            a.step("done")
         return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
     tail = a.log_tail(new_facts or facts)
     with signals.shielded():

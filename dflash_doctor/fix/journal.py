@@ -49,6 +49,7 @@ PAUSE_ENV = "DFLASH_DOCTOR_TEST_PAUSE_AT"
 PAUSE_FILE_ENV = "DFLASH_DOCTOR_TEST_PAUSE_FILE"
 PAUSE_S = 60.0
 MAX_JOURNAL_BYTES = 1 << 20
+MAX_ENTRIES = 64
 # The steps after which the old server may be down: an apply that stopped at one of them
 # left work for `--rollback` (restore, relaunch).
 SERVER_TOUCHED = ("stopping", "stopped", "started", "healthy", "rolling_back")
@@ -189,6 +190,8 @@ class Journal:
         return self.entries
 
     def _save(self) -> None:
+        # Bounded: the newest applies only (each names a copy of at most 1 MiB beside it).
+        del self.entries[:-MAX_ENTRIES]
         body = {"version": 1, "source": self.source, "applies": self.entries}
         self.t.write_file(self.path, json.dumps(body, indent=1).encode(), mode=0o600)
 
