@@ -21,6 +21,8 @@ HOST_SCRIPTS: dict[str, tuple[int, int]] = {
     "host_exec_rules.py": (3, 8),
     "facts/sglang_args.py": (3, 8),
     "probes/attention_probe.py": (3, 8),
+    # fd-relative writes, backups and removals on SSH hosts, under the host's system python3
+    "transport/safe_files.py": (3, 8),
 }
 
 

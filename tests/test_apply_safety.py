@@ -7,8 +7,10 @@ its own tmp_path (the doctor relaunches them, so they are not the test's childre
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ import yaml
 
 from dflash_doctor.errors import TransportError
 from dflash_doctor.fix.apply import HEALTH_PROBE, Applier, apply_plan
+from dflash_doctor.fix.journal import open_journal
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import shell_with_placeholders
@@ -205,13 +208,27 @@ def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
 
 
 def test_a_second_apply_waits_for_the_lock(tmp_path: Path) -> None:
-    spec, plan, _script = offline_plan(tmp_path)
-    (tmp_path / "serve.sh.dflash-doctor.lock").mkdir()
-    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
-    assert out.status == "failed" and "another dflash-doctor apply" in out.message
-    (tmp_path / "serve.sh.dflash-doctor.lock").rmdir()
-    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
-    assert out.status == "written" and not (tmp_path / "serve.sh.dflash-doctor.lock").exists()
+    """The lock lives in the journal's directory (fix/journal.py), not beside the file: a
+    lock held by a running doctor refuses a second apply; the owner of the launch
+    directory can neither make nor remove it."""
+    spec, plan, script = offline_plan(tmp_path)
+    t = open_transport(spec)
+    j = open_journal(t, spec, str(script), "1")
+    assert not j.dir.startswith(str(tmp_path))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # dflash"])
+    try:
+        Path(j.lock_path).write_text(
+            json.dumps({"pid": holder.pid, "machine": socket.gethostname(), "stamp": "0"})
+        )
+        out = apply_plan(spec, t, plan, _facts(), stamp="1")
+        assert out.status == "failed" and "another dflash-doctor apply" in out.message
+        assert "--page-size" not in script.read_text()
+    finally:
+        holder.kill()
+        holder.wait()
+        Path(j.lock_path).unlink()
+    out = apply_plan(spec, t, plan, _facts(), stamp="1")
+    assert out.status == "written" and not Path(j.lock_path).exists()
 
 
 def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
@@ -225,13 +242,16 @@ def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
 
 
 def test_rollback_skips_a_backup_equal_to_the_file(tmp_path: Path) -> None:
-    """Two overlapping applies left the fixed file as the newest backup: restore the older."""
-    script = tmp_path / "serve.sh"
-    fixed = "#!/bin/sh\nexec python -m sglang.launch_server --tp 2 --page-size 64\n"
-    original = "#!/bin/sh\nexec python -m sglang.launch_server --tp 2\n"
+    """Two applies, then the file edited back to the first fix: the newest kept copy equals
+    the file, so the older one (the original) is restored."""
+    spec, plan, script = offline_plan(tmp_path)
+    original = script.read_text()
+    t = open_transport(spec)
+    assert apply_plan(spec, t, plan, _facts(), stamp="20260101T000000").status == "written"
+    fixed = script.read_text()
+    again = plan.model_copy(update={"old_text": fixed, "new_text": fixed.replace("64", "128")})
+    assert apply_plan(spec, t, again, _facts(), stamp="20260101T000100").status == "written"
     script.write_text(fixed)
-    (tmp_path / "serve.sh.dflash-doctor-20260101T000000.bak").write_text(original)
-    (tmp_path / "serve.sh.dflash-doctor-20260101T000100.bak").write_text(fixed)
     p = fix("--offline", "--launch", str(script), "--rollback", "--yes")
     assert p.returncode == 0, p.stdout + p.stderr
     assert script.read_text() == original
@@ -307,7 +327,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     assert plan.changes
     out = apply_plan(spec, t, plan, facts, stamp="1", health_timeout=120)
     assert out.status == "rolled_back", out.message
-    assert "interrupted (Ctrl-C)" in out.message
+    assert "interrupted (Ctrl-C or SIGTERM)" in out.message
     assert s.script.read_bytes() == original and healthy(s.port)
 
 

@@ -65,9 +65,9 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     request = paramiko.SFTPClient._request  # type: ignore[attr-defined]
     async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
 
-    def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
-        seen["exec"] += 1
-        return open_channel(self, argv, timeout)
+    def counted_open(self: SSHTransport, argv: list[str], timeout: float, *rest: Any) -> Any:
+        seen["exec"] += 1  # `rest`: the stdin of a file write (transport/safe_files.py)
+        return open_channel(self, argv, timeout, *rest)
 
     def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
         seen["sftp"] += 1
