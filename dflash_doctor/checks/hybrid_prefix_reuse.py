@@ -57,6 +57,11 @@ def _written(facts: HostFacts) -> tuple[str, str]:
     return "auto", "no strategy flag (default auto)"
 
 
+def has_flag(launch: LaunchArgs, flag: str) -> bool:
+    """Whether a switch (a flag without a value) is on the launch command line."""
+    return any(a == flag or a.startswith(flag + "=") for a in launch.argv)
+
+
 def _resolved(strategy: str, version: Version, launch: LaunchArgs | None) -> str:
     """The strategy `auto` becomes: no_buffer until 0.5.13; from 0.5.14 extra_buffer when the
     overlap scheduler or pages over 1 token are on (DFLASH keeps overlap on), else no_buffer."""
@@ -64,7 +69,7 @@ def _resolved(strategy: str, version: Version, launch: LaunchArgs | None) -> str
         return strategy
     if version <= NO_BUFFER_REFUSED_UNTIL:
         return "no_buffer"
-    overlap = launch is None or "--disable-overlap-schedule" not in launch.flags_present
+    overlap = launch is None or not has_flag(launch, "--disable-overlap-schedule")
     paged = launch is not None and (launch.page_size or 1) > 1
     return "extra_buffer" if overlap or paged else "no_buffer"
 
@@ -174,7 +179,7 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     launch = facts.launch.value
     runtime = facts.runtime.value
     off = runtime.arg("disable_radix_cache") if runtime is not None else None
-    if off is True or (launch is not None and "--disable-radix-cache" in launch.flags_present):
+    if off is True or (launch is not None and has_flag(launch, "--disable-radix-cache")):
         return []
     strategy, said = _written(facts)
     resolved = _resolved(strategy, version, launch)
@@ -195,9 +200,8 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
                 else "a hybrid target's prefix cache may resume from stale Mamba states"
             ),
             message=(
-                f"The target is hybrid ({target.hybrid}) and SGLang {release} serves it with "
-                f"DFLASH and the radix cache under {strategy_flag(version)} {resolved}: "
-                f"{found.text}."
+                f"The target is hybrid ({target.hybrid}); with DFLASH, the radix cache and "
+                f"{strategy_flag(version)} {resolved} on SGLang {release}, {found.text}."
             ),
             severity=Severity.ERROR if found.refused else Severity.WARNING,
             evidence=evidence,
