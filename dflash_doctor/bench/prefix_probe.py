@@ -2,8 +2,8 @@
 
 The second request reuses the first's prompt from the radix cache; with greedy sampling it
 must continue exactly as the first did. On a hybrid target (linear-attention / Mamba layers)
-whose release takes the recurrent-state checkpoint at the wrong place (DFD171), the second
-answer departs from the first: DFD172 reads the comparison made here.
+whose release takes the recurrent-state checkpoint at the wrong place (DFD172), the second
+answer departs from the first: DFD173 reads the comparison made here.
 
 The prompt is longer than SGLang's default Mamba track interval (256 tokens,
 `--mamba-track-interval`), so the reused prefix passes at least one state checkpoint.

@@ -190,7 +190,7 @@ PROBE_TIMEOUT_S = 120.0
 def prefix_probe(
     transport: Transport, address: tuple[str, int], pid: int | None, options: BenchOptions
 ) -> PrefixProbe:
-    """The same greedy prompt twice after a flush (bench/prefix_probe.py, DFD172)."""
+    """The same greedy prompt twice after a flush (bench/prefix_probe.py, DFD173)."""
     new = min(PROBE_NEW_TOKENS, options.max_new_tokens)
     timeout = min(options.request_timeout, PROBE_TIMEOUT_S)
     (answer,) = ask_server(transport, address, pid, [probe_op(new)], timeout=timeout)

@@ -1,4 +1,4 @@
-"""DFD171: a hybrid-attention target (linear-attention / Mamba layers) served with DFLASH and
+"""DFD172: a hybrid-attention target (linear-attention / Mamba layers) served with DFLASH and
 prefix reuse (the radix cache) on a release that refuses the combination or mishandles it.
 
 The release table is the wheels' own: the strategy flag's name and default, what a start
@@ -111,7 +111,7 @@ def _fixes() -> list[Fix]:
     ]
 
 
-@check("DFD171", "hybrid-target-prefix-reuse", Severity.ERROR, needs=("target",))
+@check("DFD172", "hybrid-target-prefix-reuse", Severity.ERROR, needs=("target",))
 def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     """A hybrid-attention target with DFLASH and prefix reuse on a release that refuses it or
     serves it wrong.
@@ -132,7 +132,8 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     - 0.5.14-0.5.17: `auto` becomes `extra_buffer` when the overlap scheduler or pages over
       one token are on (`srt/server_args.py` 0.5.14:4385-4393), which DFLASH keeps on.
       `extra_buffer_lazy` is refused with speculation (`srt/server_args.py` 0.5.14:4371-4374,
-      0.5.15:4269-4272, 0.5.16:4840-4843; for DFLASH by name 0.5.17:5599-5605).
+      0.5.15:4269-4272, 0.5.16:4840-4843; for DFLASH by name: `srt/server_args.py`
+      0.5.17:5599-5605).
       `extra_buffer` starts, but DFLASH's verify never calls the hook that rebuilds the
       Mamba track indices before TARGET_VERIFY (EAGLE's and NGRAM's do:
       `speculative/spec_utils.py` 0.5.14:561-572, 0.5.17:752-763, "spec batches skip the
@@ -148,7 +149,7 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     **Why it hurts.** A refused start leaves the host without a server after a relaunch. A
     stale checkpoint is worse: the server answers, but a request that hits a cached prefix
     continues from the wrong recurrent state, so the same greedy prompt sent twice can give
-    different tokens the second time (`check --bench` sends it twice: DFD172).
+    different tokens the second time (`check --bench` sends it twice: DFD173).
 
     **Example.** `--model-path Qwen/Qwen3.5-35B-A3B --speculative-algorithm DFLASH` on 0.5.11
     with no Mamba flag: `Speculative decoding for Qwen3_5MoeForConditionalGeneration is not
@@ -163,9 +164,10 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     histories, shared system prompts), never correctness. The upgrade is a release change:
     bench it before production.
 
-    **Versions.** 0.5.11-0.5.17 fire, 0.5.18-0.5.23 are clean. Public reports name the flag
-    `--mamba-radix-cache-strategy`; in 0.5.11-0.5.13 only `--mamba-scheduler-strategy`
-    exists: the wheels decide.
+    **Versions.** 0.5.11-0.5.17 fire, 0.5.18-0.5.23 are clean (`speculative/dflash_info.py`
+    0.5.18:91-96). Public reports name the flag `--mamba-radix-cache-strategy`; in
+    0.5.11-0.5.13 only `--mamba-scheduler-strategy` exists (`srt/server_args.py`
+    0.5.11:5741-5747): the wheels decide.
     """
     require_dflash(facts)
     target = facts.target.value

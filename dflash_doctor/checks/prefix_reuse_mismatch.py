@@ -1,4 +1,4 @@
-"""DFD172: the same greedy prompt sent twice gave different tokens the second time, when the
+"""DFD173: the same greedy prompt sent twice gave different tokens the second time, when the
 prefix cache served part of it (the bench's prefix-reuse probe, bench/prefix_probe.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dflash_doctor.checks.views import require_dflash
 from dflash_doctor.facts.models import HostFacts
 
 
-@check("DFD172", "prefix-reuse-mismatch", Severity.ERROR)
+@check("DFD173", "prefix-reuse-mismatch", Severity.ERROR)
 def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
     """The same greedy prompt gave different tokens when its prefix came from the cache.
 
@@ -23,7 +23,7 @@ def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
     **Why it hurts.** Greedy decoding of the same prompt on the same server should give the
     same tokens; a prefix-cache hit that changes them means the cached state is not the
     state the prompt produces. On hybrid targets (linear-attention / Mamba layers) served
-    with DFLASH this is the recurrent-state checkpoint taken at stale indices (DFD171
+    with DFLASH this is the recurrent-state checkpoint taken at stale indices (DFD172
     names the releases); every chat turn that reuses its history is then answered from a
     wrong state, with nothing in the log.
 
@@ -31,7 +31,7 @@ def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
     the first answer and the cached second one agree for some tokens, then part.
 
     **How to fix.** Upgrade SGLang to a release that serves the combination (0.5.18 or
-    newer for DFLASH on hybrid targets, DFD171), or `--disable-radix-cache`; then bench
+    newer for DFLASH on hybrid targets, DFD172), or `--disable-radix-cache`; then bench
     again. A mismatch without prefix reuse (`cached_tokens` 0) is not this fault and is
     not reported; on a target that is not hybrid the cause is not one the catalog knows:
     re-run the bench, and report it to SGLang with the two answers.
@@ -39,8 +39,9 @@ def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Disabling the radix cache costs prefill time on repeated prefixes, never
     correctness.
 
-    **Versions.** Every release 0.5.11-0.5.23 (the probe reads only `/generate`'s answer);
-    which releases mishandle hybrid prefix reuse with DFLASH is DFD171's table.
+    **Versions.** Every release 0.5.11-0.5.23: `/generate` answers `output_ids` and
+    `cached_tokens` in all (`managers/tokenizer_manager.py` 0.5.11:1691, 0.5.23:2557);
+    which releases mishandle hybrid prefix reuse with DFLASH is DFD172's table.
     """
     result = facts.bench.value
     if result is None:
@@ -58,7 +59,7 @@ def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
     hybrid = facts.target.value.hybrid if facts.target.value is not None else None
     why = (
         f" The target is hybrid ({hybrid}): the cached recurrent state is the likely cause "
-        "(DFD171)."
+        "(DFD172)."
         if hybrid
         else ""
     )

@@ -1,4 +1,4 @@
-"""DFD170: thinking mode on a DFlash drafter trained without thinking traces.
+"""DFD171: thinking mode on a DFlash drafter trained without thinking traces.
 
 Which drafters are non-thinking is data (`dflash_doctor/data/drafter_thinking.json`, keyed by
 Hugging Face repo id, from what z-lab/dflash publishes); whether the server thinks is read
@@ -133,7 +133,7 @@ def _fixes(release: str | None) -> list[Fix]:
     return [Fix(action="manual", flag=KWARGS_FLAG, value=THINKING_OFF, note=note)]
 
 
-@check("DFD170", "thinking-on-non-thinking-drafter", Severity.WARNING, needs=("launch",))
+@check("DFD171", "thinking-on-non-thinking-drafter", Severity.WARNING, needs=("launch",))
 def thinking_drafter(facts: HostFacts) -> list[Finding]:
     """Thinking mode is on, but the DFlash drafter was trained without thinking traces.
 

@@ -471,7 +471,7 @@ class BenchCell(BaseModel):
 class PrefixProbe(BaseModel):
     """The same greedy prompt sent twice after a cache flush (bench/prefix_probe.py): the
     second request reuses the first's prefix from the radix cache, and must give the same
-    tokens (DFD172)."""
+    tokens (DFD173)."""
 
     prompt_tokens: int | None = None
     max_new_tokens: int = 0
@@ -512,7 +512,7 @@ class BenchResult(BaseModel):
     # Silent collapse (checks/silent_collapse.py, DFD143): the verdict, then its causes ranked.
     collapse: list[str] = Field(default_factory=list)
     baseline: BenchBaseline | None = None
-    # The repeated greedy prompt (DFD172); None where it was not sent.
+    # The repeated greedy prompt (DFD173); None where it was not sent.
     prefix_probe: PrefixProbe | None = None
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)

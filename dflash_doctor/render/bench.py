@@ -249,7 +249,7 @@ def render_bench(result: BenchResult, console: Console) -> None:
 
 
 def reasoning_line(result: BenchResult) -> str | None:
-    """How many responses carried reasoning tokens, where the host said (DFD170)."""
+    """How many responses carried reasoning tokens, where the host said (DFD171)."""
     rows = [r for c in result.cells for r in c.ok if r.reasoning is not None]
     if not rows:
         return None

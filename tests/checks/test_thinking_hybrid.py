@@ -1,5 +1,5 @@
-"""Issue 25 items 8 and 9: DFD170 (thinking mode on a drafter trained without thinking),
-DFD171 (a hybrid target with DFLASH and the radix cache, per release), DFD172 (the bench's
+"""Issue 25 items 8 and 9: DFD171 (thinking mode on a drafter trained without thinking),
+DFD172 (a hybrid target with DFLASH and the radix cache, per release), DFD173 (the bench's
 repeated greedy prompt gave other tokens from the prefix cache), and what the bench records.
 
 Wheel facts (/work/wheels/src/<version>/sglang/srt): `auto` -> `no_buffer` server_args.py
@@ -39,9 +39,9 @@ from dflash_doctor.runner import run_check
 from tests.conftest import REPO, target_cfg
 
 CASES = REPO / "fixtures" / "checks"
-HYBRID = CASES / "DFD171" / "fires" / "target" / "config.json"
-QWEN3 = CASES / "DFD170" / "fires" / "target" / "config.json"
-QWEN3_DRAFTER = CASES / "DFD170" / "fires" / "drafter" / "config.json"
+HYBRID = CASES / "DFD172" / "fires" / "target" / "config.json"
+QWEN3 = CASES / "DFD171" / "fires" / "target" / "config.json"
+QWEN3_DRAFTER = CASES / "DFD171" / "fires" / "drafter" / "config.json"
 
 
 def hybrid_target() -> TargetConfig:
@@ -86,7 +86,7 @@ def judge(check_id: str, facts: HostFacts) -> CheckResult:
     return run_check(CATALOG[check_id], facts)
 
 
-# -- DFD170 ---------------------------------------------------------------------------------
+# -- DFD171 ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def qwen3_target() -> TargetConfig:
 
 @pytest.mark.parametrize("version", ["0.5.11", "0.5.15", "0.5.16", "0.5.23"])
 def test_dfd170_fires_where_nothing_turns_thinking_off(version: str) -> None:
-    r = judge("DFD170", facts_of(version, qwen3_launch(version), qwen3_target()))
+    r = judge("DFD171", facts_of(version, qwen3_launch(version), qwen3_target()))
     assert r.status == "failed", r.reason
     (finding,) = r.findings
     assert "z-lab/Qwen3-8B-DFlash-b16 was trained without thinking traces" in finding.message
@@ -131,7 +131,7 @@ def test_dfd170_fires_where_nothing_turns_thinking_off(version: str) -> None:
 @pytest.mark.parametrize("version", ["0.5.16", "0.5.23"])
 def test_dfd170_clean_with_thinking_off_by_default_kwargs(version: str) -> None:
     off = qwen3_launch(version, "--default-chat-template-kwargs", '{"enable_thinking": false}')
-    r = judge("DFD170", facts_of(version, off, qwen3_target()))
+    r = judge("DFD171", facts_of(version, off, qwen3_target()))
     assert r.status == "passed" and r.findings == [], r.reason
 
 
@@ -146,7 +146,7 @@ def test_dfd170_fires_on_explicit_thinking_and_names_the_bench() -> None:
         host="h", seed="s", vocab=151936, contexts=[256], concurrency=[1],
         temperatures=[0.0], max_new_tokens=32, cells=[cell],
     )  # fmt: skip
-    r = judge("DFD170", facts_of("0.5.23", on, qwen3_target(), bench=bench))
+    r = judge("DFD171", facts_of("0.5.23", on, qwen3_target(), bench=bench))
     (finding,) = r.findings
     assert "sets enable_thinking=true" in finding.message
     assert any("1 of 2 bench responses" in e.text for e in finding.evidence)
@@ -158,20 +158,20 @@ def test_dfd170_reads_the_running_servers_kwargs_first() -> None:
         endpoint="/server_info",
         args={"default_chat_template_kwargs": {"enable_thinking": False}},
     )
-    r = judge("DFD170", facts_of("0.5.23", qwen3_launch("0.5.23"), qwen3_target(), runtime))
+    r = judge("DFD171", facts_of("0.5.23", qwen3_launch("0.5.23"), qwen3_target(), runtime))
     assert r.status == "passed", r.reason
 
 
 def test_dfd170_skips_where_a_custom_chat_template_decides() -> None:
     custom = qwen3_launch("0.5.23", "--chat-template", "/etc/sglang/qwen3.jinja")
-    r = judge("DFD170", facts_of("0.5.23", custom, qwen3_target()))
+    r = judge("DFD171", facts_of("0.5.23", custom, qwen3_target()))
     assert r.status == "skipped" and "qwen3.jinja" in (r.reason or "")
 
 
 @pytest.mark.parametrize("value", ["{not json", "[1, 2]", '"x"' * 3000])
 def test_dfd170_survives_hostile_kwargs(value: str) -> None:
     hostile = qwen3_launch("0.5.23", "--default-chat-template-kwargs", value)
-    r = judge("DFD170", facts_of("0.5.23", hostile, qwen3_target()))
+    r = judge("DFD171", facts_of("0.5.23", hostile, qwen3_target()))
     assert r.status == "failed", r.reason  # unreadable kwargs turn nothing off
 
 
@@ -179,7 +179,7 @@ def test_dfd170_clean_for_a_drafter_trained_with_thinking() -> None:
     args = launch_of("0.5.23", argv_of("Qwen/Qwen3.5-27B", "z-lab/Qwen3.5-27B-DFlash"))
     facts = facts_of("0.5.23", args, hybrid_target())
     facts.drafter = Fact.missing("not read")
-    assert judge("DFD170", facts).status == "passed"
+    assert judge("DFD171", facts).status == "passed"
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_bench_records_reasoning_tokens(
     assert carried_reasoning(text, meta) is expected
 
 
-# -- DFD171 ---------------------------------------------------------------------------------
+# -- DFD172 ---------------------------------------------------------------------------------
 
 
 def test_hybrid_targets_are_recognised() -> None:
@@ -212,7 +212,7 @@ def test_hybrid_targets_are_recognised() -> None:
 
 def hybrid_case(version: str, *flags: str, runtime: ServerRuntime | None = None) -> CheckResult:
     argv = argv_of("Qwen/Qwen3.5-35B-A3B", "z-lab/Qwen3.5-35B-A3B-DFlash", *flags)
-    return judge("DFD171", facts_of(version, launch_of(version, argv), hybrid_target(), runtime))
+    return judge("DFD172", facts_of(version, launch_of(version, argv), hybrid_target(), runtime))
 
 
 REFUSED = [
@@ -275,10 +275,10 @@ def test_dfd171_trusts_the_running_servers_resolved_strategy() -> None:
 
 def test_dfd171_passes_a_target_without_recurrent_layers() -> None:
     args = launch_of("0.5.11", argv_of("m", "d"))
-    assert judge("DFD171", facts_of("0.5.11", args, target_cfg())).status == "passed"
+    assert judge("DFD172", facts_of("0.5.11", args, target_cfg())).status == "passed"
 
 
-# -- DFD172 and the probe -----------------------------------------------------------------
+# -- DFD173 and the probe -----------------------------------------------------------------
 
 
 def test_probe_compare() -> None:
@@ -311,9 +311,9 @@ def test_dfd172_fires_on_a_cached_mismatch_and_names_a_hybrid_target() -> None:
         first_mismatch=5, first_tokens=[1, 2, 3, 4, 5], second_tokens=[1, 2, 3, 4, 6],
     )  # fmt: skip
     args = launch_of("0.5.17", argv_of("m", "d"))
-    r = judge("DFD172", facts_of("0.5.17", args, hybrid_target(), bench=probe_bench(probe)))
+    r = judge("DFD173", facts_of("0.5.17", args, hybrid_target(), bench=probe_bench(probe)))
     (finding,) = r.findings
-    assert "from output token 5 on" in finding.message and "DFD171" in finding.message
+    assert "from output token 5 on" in finding.message and "DFD172" in finding.message
     assert [f.action for f in finding.fixes] == ["upgrade_sglang", "set_flag"]
     lines = issue_lines(probe_bench(probe))
     assert lines == [
@@ -327,8 +327,8 @@ def test_dfd172_passes_without_prefix_reuse_and_skips_without_a_probe() -> None:
     uncached = PrefixProbe(max_new_tokens=32, cached_tokens=0, tokens_compared=32, first_mismatch=3)
     args = launch_of("0.5.23", argv_of("m", "d"))
     facts = facts_of("0.5.23", args, hybrid_target(), bench=probe_bench(uncached))
-    assert judge("DFD172", facts).status == "passed"
+    assert judge("DFD173", facts).status == "passed"
     facts.bench = Fact.of(probe_bench(uncached).model_copy(update={"prefix_probe": None}))
-    assert judge("DFD172", facts).status == "skipped"
+    assert judge("DFD173", facts).status == "skipped"
     facts.bench = Fact()
-    assert judge("DFD172", facts).reason == "needs check --bench"
+    assert judge("DFD173", facts).reason == "needs check --bench"
