@@ -11,9 +11,10 @@ The prompt is longer than SGLang's default Mamba track interval (256 tokens,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from dflash_doctor.bench.prompts import corpus
+from dflash_doctor.bench.prompts import PromptSet, corpus
 from dflash_doctor.facts.models import PrefixProbe
 
 PROBE_CHARS = 6000  # about 1500 tokens of prose: several track intervals
@@ -23,15 +24,20 @@ PROBE_TASK = "Continue the text above for one more paragraph."
 SHOWN = 4
 
 
-def probe_text() -> str:
-    """The probe's prompt: the start of the packaged prose corpus and a task."""
+def probe_text(prompts: Sequence[PromptSet] = ()) -> str:
+    """The probe's prompt: where the sweep sends only a user's file, its longest prompt (the
+    bench adds no text of its own to a user's traffic); else the start of the packaged prose
+    corpus and a task."""
+    files = [t for ps in prompts if ps.kind == "file" for t in ps.texts]
+    if files and all(ps.kind in ("file", "random") for ps in prompts):
+        return max(files, key=len)[:PROBE_CHARS]
     text = str(corpus()["prose"]["text"])[:PROBE_CHARS]
     return f"{text}\n\n{PROBE_TASK}"
 
 
-def probe_op(max_new_tokens: int) -> dict[str, Any]:
+def probe_op(max_new_tokens: int, prompts: Sequence[PromptSet] = ()) -> dict[str, Any]:
     """The shipped client's `repeat` op (facts/server_http.py)."""
-    return {"op": "repeat", "text": probe_text(), "max_new_tokens": max_new_tokens}
+    return {"op": "repeat", "text": probe_text(prompts), "max_new_tokens": max_new_tokens}
 
 
 def _ids(value: object) -> list[int]:

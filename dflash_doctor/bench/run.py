@@ -193,7 +193,8 @@ def prefix_probe(
     """The same greedy prompt twice after a flush (bench/prefix_probe.py, DFD173)."""
     new = min(PROBE_NEW_TOKENS, options.max_new_tokens)
     timeout = min(options.request_timeout, PROBE_TIMEOUT_S)
-    (answer,) = ask_server(transport, address, pid, [probe_op(new)], timeout=timeout)
+    op = probe_op(new, options.prompts)
+    (answer,) = ask_server(transport, address, pid, [op], timeout=timeout)
     return compare(answer, new)
 
 

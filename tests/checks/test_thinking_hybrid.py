@@ -192,8 +192,8 @@ def test_dfd170_clean_for_a_drafter_trained_with_thinking() -> None:
     ],
 )
 def test_bench_records_reasoning_tokens(
-    text: str | None, meta: dict, expected: bool | None
-) -> None:  # type: ignore[type-arg]
+    text: str | None, meta: dict[str, int], expected: bool | None
+) -> None:
     assert carried_reasoning(text, meta) is expected
 
 
