@@ -700,9 +700,10 @@ def test_bench_baseline_finds_where_dflash_stops_paying(stand_in, tmp_path: Path
         logged_file(tmp_path / "spec.jsonl"),
         logged_file(tmp_path / "plain.jsonl"),
     )
-    # the prefix-reuse probe runs on the DFLASH server only, after its cells
-    spec_rows, probe = spec_rows[:-2], spec_rows[-2:]
-    assert probe[0] == probe[1] and "Continue the text above" in str(probe[0]["text"])
+    # the prefix-reuse probe runs on the DFLASH server only: twice per bench, after its cells
+    probe = [r for r in spec_rows if "Continue the text above" in str(r["text"])]
+    spec_rows = [r for r in spec_rows if r not in probe]
+    assert len(probe) == 4 and all(r == probe[0] for r in probe)
     # two kinds x two contexts x (1 + 8) requests x 5 repeats, then the text run's 3
     assert len(spec_rows) == len(plain_rows) == 2 * 2 * (1 + 8) * 5 + 3
     assert sorted(str(r["text"]) for r in spec_rows) == sorted(str(r["text"]) for r in plain_rows)
