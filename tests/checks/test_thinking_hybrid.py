@@ -332,3 +332,18 @@ def test_dfd172_passes_without_prefix_reuse_and_skips_without_a_probe() -> None:
     assert judge("DFD173", facts).status == "skipped"
     facts.bench = Fact()
     assert judge("DFD173", facts).reason == "needs check --bench"
+
+
+def test_silent_collapse_ranks_thinking_on_a_non_thinking_drafter_as_shown() -> None:
+    """DFD143's causes name DFD171's finding where the facts show it, not as unverified."""
+    from dflash_doctor.checks.silent_collapse import likely_causes
+
+    thinking = likely_causes(facts_of("0.5.23", qwen3_launch("0.5.23"), qwen3_target()))
+    assert thinking[0].startswith("thinking mode on z-lab/Qwen3-8B-DFlash-b16") and (
+        "DFD171" in thinking[0]
+    )
+    assert not any("unverified: the chat template" in c for c in thinking)
+    off = qwen3_launch("0.5.23", "--default-chat-template-kwargs", '{"enable_thinking": false}')
+    plain = likely_causes(facts_of("0.5.23", off, qwen3_target()))
+    assert plain[0] == "no fact of the host names a cause"
+    assert any("unverified: the chat template" in c for c in plain)
