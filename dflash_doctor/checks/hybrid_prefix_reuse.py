@@ -24,6 +24,8 @@ TRACK_HOOK_SINCE: Version = (0, 5, 18)
 NO_BUFFER_REFUSED_UNTIL: Version = (0, 5, 13)
 DFLASH_LAZY_TEXT_SINCE: Version = (0, 5, 17)
 RUNTIME_KEYS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")
+# A strategy is a short word; longer host text is cut before it reaches a message.
+MAX_VALUE_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,14 @@ def _written(facts: HostFacts) -> tuple[str, str]:
         for key in RUNTIME_KEYS:
             value = runtime.arg(key)
             if isinstance(value, str) and value:
+                value = value[:MAX_VALUE_CHARS]
                 return value, f"the running server resolved {key}={value}"
     launch = facts.launch.value
     if launch is not None:
         for flag in (NEW_FLAG, OLD_FLAG):
             value = argv_value(launch, flag)
             if value:
+                value = value[:MAX_VALUE_CHARS]
                 return value, f"{flag} {value}"
     return "auto", "no strategy flag (default auto)"
 
