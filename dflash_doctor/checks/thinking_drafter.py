@@ -146,7 +146,10 @@ def thinking_drafter(facts: HostFacts) -> list[Finding]:
     or a local copy's folder name. No drafter config field records it. And the server
     thinks: `--default-chat-template-kwargs` (or the running server's resolved value) sets
     `enable_thinking` true, or sets nothing and the target's own chat template thinks by
-    default (Qwen3's does unless a request sends `enable_thinking: false`). A custom
+    default (Qwen3's does unless a request sends `enable_thinking: false`; SGLang's own
+    rule for `--reasoning-parser qwen3`: "thinking by default, and can be disabled by
+    setting enable_thinking=False", `entrypoints/openai/serving_chat.py` 0.5.11:1396-1401).
+    `--reasoning-parser` itself turns nothing on: it only splits the reasoning out. A custom
     `--chat-template` decides it unseen: the check is then skipped. A bench whose
     responses carried reasoning tokens (`<think>`) is named in the evidence.
 
