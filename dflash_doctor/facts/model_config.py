@@ -465,7 +465,47 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         else None,
         lm_head_quantized=quant.get("lm_head") is True,
         context_length=context[0] if context else None,
+        hybrid=hybrid_reason(obj, text),
     )
+
+
+# model_types of the config classes SGLang serves with a Mamba/linear-attention state cache
+# (`mambaish_config`: configs/hybrid_arch.py 0.5.16:113, 0.5.23:55-155).
+HYBRID_MODEL_TYPES = frozenset(
+    {
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_text",
+        "qwen3_5_moe",
+        "qwen3_5_moe_text",
+        "kimi_linear",
+        "bailing_hybrid",
+        "falcon_h1",
+        "falcon_mamba",
+        "mamba",
+        "mamba2",
+        "nemotron_h",
+        "lfm2",
+        "lfm2_moe",
+        "zaya",
+        "intern_s2_preview",
+    }
+)
+
+
+def hybrid_reason(obj: dict[str, Any], text: dict[str, Any]) -> str | None:
+    """Why the target is hybrid (layers keeping a recurrent state), or None: linear or Mamba
+    layer types in its text config, else a model_type SGLang serves as hybrid."""
+    types = _str_list(text, "layer_types") or []
+    state = [t for t in types if "linear" in t or "mamba" in t]
+    if state:
+        kinds = ", ".join(sorted(set(state)))
+        return f"layer_types: {len(state)} of {len(types)} layers are {kinds}"
+    for cfg in (text, obj):
+        model_type = cfg.get("model_type")
+        if isinstance(model_type, str) and model_type in HYBRID_MODEL_TYPES:
+            return f"model_type {model_type} (linear-attention/Mamba layers)"
+    return None
 
 
 def _dtype(obj: dict[str, Any]) -> str | None:

@@ -146,6 +146,9 @@ class TargetConfig(BaseModel):
     lm_head_quantized: bool = False
     # The context length SGLang derives from the text config (`get_context_length`).
     context_length: int | None = None
+    # Why SGLang serves this target as hybrid (linear-attention / Mamba layers beside
+    # attention: a Mamba state cache beside the KV cache), in words; None when it is not.
+    hybrid: str | None = None
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
@@ -444,6 +447,9 @@ class BenchRequest(BaseModel):
     finish: str | None = None  # "stop" (natural end) or "length" (the cap)
     repeat: int = 0
     error: str | None = None
+    # Whether the response carried reasoning tokens (`<think>`/`</think>` in its text, or
+    # SGLang's own `reasoning_tokens` count above 0); None where the host did not say.
+    reasoning: bool | None = None
 
 
 class BenchCell(BaseModel):
@@ -493,6 +499,23 @@ class BenchCell(BaseModel):
         return sum(lat) / len(lat) if lat else None
 
 
+class PrefixProbe(BaseModel):
+    """The same greedy prompt sent twice after a cache flush (bench/prefix_probe.py): the
+    second request reuses the first's prefix from the radix cache, and must give the same
+    tokens (DFD173)."""
+
+    prompt_tokens: int | None = None
+    max_new_tokens: int = 0
+    # The second request's prompt tokens served from the prefix cache (0: no reuse).
+    cached_tokens: int | None = None
+    tokens_compared: int = 0
+    # Index of the first output token that differs between the two answers; None if equal.
+    first_mismatch: int | None = None
+    first_tokens: list[int] = Field(default_factory=list)  # around the mismatch, first run
+    second_tokens: list[int] = Field(default_factory=list)  # the same span, second run
+    error: str | None = None
+
+
 class BenchBaseline(BaseModel):
     """The same cells measured on a server without speculation (`bench --baseline-port`),
     and the verdict lines on where speculation stops paying (bench/baseline.py)."""
@@ -520,6 +543,8 @@ class BenchResult(BaseModel):
     # Silent collapse (checks/silent_collapse.py, DFD143): the verdict, then its causes ranked.
     collapse: list[str] = Field(default_factory=list)
     baseline: BenchBaseline | None = None
+    # The repeated greedy prompt (DFD173); None where it was not sent.
+    prefix_probe: PrefixProbe | None = None
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
