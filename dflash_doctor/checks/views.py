@@ -297,12 +297,17 @@ def behaviour(facts: HostFacts) -> Behaviour | None:
     launch = facts.launch.value
     native = parse_version(launch.parser_version) if launch and launch.parser_version else None
     if native is not None:
-        # The host's own SGLang answered the launch parse: its version beats a declared one.
+        # The launch was parsed as that release parses it: its version beats a declared one.
+        # Only parser "sglang" means the host's SGLang was asked; a replay asked no host.
         nf = facts_for(native)
+        who = (
+            "as the host's own sglang reports it"
+            if launch is not None and launch.parser == "sglang"
+            else "with its parser replayed from data, no host asked"
+        )
         return Behaviour(
             nf.drafter_honours_layer_types,
-            f"version table: SGLang {nf.label} as the host's own sglang reports it "
-            f"(layer_types honoured from {since})",
+            f"version table: SGLang {nf.label} {who} (layer_types honoured from {since})",
         )
     vf = version_facts(facts)
     if vf is None:

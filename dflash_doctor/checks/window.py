@@ -426,7 +426,10 @@ def _accepted_window_flags(
 ) -> tuple[list[str], str]:
     """The window flags the host's SGLang accepts, and who says so (its parser, else the table)."""
     if launch.accepted_window_flags is not None:
-        return launch.accepted_window_flags, f"SGLang {launch.parser_version} (its own parser)"
+        # Only a parser SGLang itself ran on the host is "its own"; a replay is the option
+        # data of that release (facts/launch.py replay_launch), no host was asked.
+        who = "its own parser" if launch.parser == "sglang" else "its parser, replayed from data"
+        return launch.accepted_window_flags, f"SGLang {launch.parser_version} ({who})"
     if vf is not None:
         return list(vf.window_flags), f"SGLang {vf.label}"
     why = facts.sglang_version.error or facts.sglang_version.value
