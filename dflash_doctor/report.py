@@ -115,9 +115,14 @@ def fact_errors(facts: HostFacts) -> list[str]:
 
 
 def wanted_facts(result: CheckResult) -> bool:
-    """Skipped because a fact it needs could not be read (not merely not applicable)."""
-    reason = result.reason or ""
-    return result.status == "skipped" and reason.startswith(UNJUDGED_PREFIXES)
+    """Skipped because an input it needs could not be read or used: the check applies but
+    could not judge (not merely not applicable here). A report written before the runner
+    said so (`unjudged` None) is read by its reason's words."""
+    if result.status != "skipped":
+        return False
+    if result.unjudged is not None:
+        return result.unjudged
+    return (result.reason or "").startswith(UNJUDGED_PREFIXES)
 
 
 def build_report(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dflash_doctor.checks.base import Evidence, Fix, Skip
+from dflash_doctor.checks.base import Evidence, Fix, Skip, Unjudged
 from dflash_doctor.facts.models import (
     DrafterConfig,
     HostFacts,
@@ -66,7 +66,7 @@ def require_dflash(facts: HostFacts) -> None:
 
 def drafter(facts: HostFacts) -> DrafterConfig:
     if facts.drafter.value is None:
-        raise Skip(f"drafter config unavailable: {facts.drafter.error}")
+        raise Unjudged(f"drafter config unavailable: {facts.drafter.error}")
     return facts.drafter.value
 
 
@@ -375,7 +375,7 @@ def span_model(facts: HostFacts, cfg: DrafterConfig, flag: int | None = None) ->
     b = behaviour(facts)
     if b is None:
         why = facts.sglang_version.error or facts.sglang_version.value
-        raise Skip(f"SGLang behaviour unknown (no readable source, version: {why})")
+        raise Unjudged(f"SGLang behaviour unknown (no readable source, version: {why})")
     require_layer_types(cfg)
     state = window_state(facts)
     if not state.known:

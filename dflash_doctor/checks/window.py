@@ -11,7 +11,7 @@ Retired ids (never reused): DFD101 and DFD108, see `checks/retired.py`.
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
     behaviour_evidence,
@@ -433,7 +433,7 @@ def _accepted_window_flags(
     if vf is not None:
         return list(vf.window_flags), f"SGLang {vf.label}"
     why = facts.sglang_version.error or facts.sglang_version.value
-    raise Skip(f"SGLang version unknown or not understood: {why}")
+    raise Unjudged(f"SGLang version unknown or not understood: {why}")
 
 
 @check(
