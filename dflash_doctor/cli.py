@@ -813,9 +813,29 @@ def gate(
     # Taken first, before any other local: exactly the parameters above.
     args = _GateArgs(**locals())
     chosen = _selection(select)
-    report = _gate_report(args, _gate_specs(args), chosen)
+    args, pinned = _gate_version(args)
+    report = _gate_report(args, _gate_specs(args), chosen, pinned)
     _emit(report, _gate_rendered(report, fmt, root), output)
     raise typer.Exit(report.exit_code)
+
+
+def _gate_version(args: _GateArgs) -> tuple[_GateArgs, str | None]:
+    """`args` with the SGLang version the repository pins where none was given, and the
+    note saying where it came from; a repository pinning several is an input error."""
+    from dataclasses import replace
+
+    from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
+
+    if args.sglang_version is not None:
+        return args, None
+    files = args.launch or []
+    pin = chosen_pin(pinned_sglang(str(args.root), files), files, str(args.root))
+    if isinstance(pin, str):
+        raise UsageError(f"{pin}: pass --sglang-version X.Y.Z")
+    if not isinstance(pin, Pin):
+        return args, None
+    note = f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
+    return replace(args, sglang_version=pin.version), note
 
 
 def _gate_specs(args: _GateArgs) -> list[HostSpec]:
@@ -850,15 +870,24 @@ def _gate_specs(args: _GateArgs) -> list[HostSpec]:
     return specs
 
 
-def _gate_report(args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None) -> Report:
-    """Check the files, then apply the waivers and the baseline (policy.py)."""
+def _gate_report(
+    args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None, pinned: str | None
+) -> Report:
+    """Check the files, refuse a launch the gate cannot judge (exit 2, one line naming what
+    to pass), then apply the waivers and the baseline (policy.py)."""
+    from dflash_doctor.gate_inputs import missing_inputs
     from dflash_doctor.pipeline import check_hosts
     from dflash_doctor.policy import apply_policy
     from dflash_doctor.report import build_report
 
+    given = _given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)})
+    # No host here: model names resolve in this machine's Hugging Face cache.
+    checked = check_hosts(specs, chosen, jobs=1, local_env=_local_env())
+    missing = missing_inputs(checked, given)
+    if missing:
+        raise UsageError("; ".join(missing))
     hosts, notes = apply_policy(
-        # No host here: model names resolve in this machine's Hugging Face cache.
-        check_hosts(specs, chosen, jobs=1, local_env=_local_env()),
+        checked,
         {s.name: s.labels for s in specs},
         today=date.today(),
         waiver_file=str(args.waivers) if args.waivers else None,
@@ -868,9 +897,9 @@ def _gate_report(args: _GateArgs, specs: list[HostSpec], chosen: list[str] | Non
     return build_report(
         hosts,
         fail_on=args.fail_on,
-        notes=notes,
+        notes=[*([pinned] if pinned else []), *notes],
         fail_on_skip=args.fail_on_skip,
-        given=_given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)}),
+        given=given,
     )
 
 

@@ -61,6 +61,8 @@ class Summary(BaseModel):
     warnings: int = 0
     infos: int = 0
     suppressed: int = 0
+    # Of the skipped: the checks that applied but could not judge (report.wanted_facts).
+    unjudged: int = 0
     # Hosts reached whose data could not be processed (each has its one-line error).
     host_errors: int = 0
 
@@ -106,7 +108,9 @@ def fact_errors(facts: HostFacts) -> list[str]:
         if name == "host":
             continue
         fact = getattr(facts, name)
-        if fact.value is None and fact.error:
+        # A fact this kind of host never has (offline: no log) is no error: its checks do
+        # not apply, and their skips say why.
+        if fact.value is None and fact.error and not fact.out_of_reach:
             errors.append(one_line(f"{name}: {fact.error}"))
     if facts.launch.value is not None:
         # what the launch parse could not know (a lost shell variable, an unread --config)
@@ -123,6 +127,13 @@ def wanted_facts(result: CheckResult) -> bool:
     if result.unjudged is not None:
         return result.unjudged
     return (result.reason or "").startswith(UNJUDGED_PREFIXES)
+
+
+def _counted_as(result: CheckResult) -> str:
+    """A result's summary column: findings that are all info are notes, not a failure."""
+    if result.status == "failed" and all(f.severity is Severity.INFO for f in result.findings):
+        return "passed"
+    return result.status
 
 
 def build_report(
@@ -143,7 +154,9 @@ def build_report(
         elif host.error is not None:
             summary.host_errors += 1
         for result in host.results:
-            setattr(summary, result.status, getattr(summary, result.status) + 1)
+            status = _counted_as(result)
+            setattr(summary, status, getattr(summary, status) + 1)
+            summary.unjudged += wanted_facts(result)
         for finding in host.findings:
             if finding.suppressed is not None:
                 summary.suppressed += 1
@@ -169,7 +182,7 @@ def build_report(
         if host.results and all(r.status == "skipped" for r in host.results):
             input_errors.append(f"{host.host}: no check could run: nothing was checked")
     notes.extend(input_errors)
-    unjudged = sum(1 for h in hosts for r in h.results if wanted_facts(r))
+    unjudged = summary.unjudged
     if unjudged:
         # A run that checked less than it could must not look green (issue 10 item 15).
         notes.append(
