@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from dflash_doctor.report import HostReport
+from dflash_doctor.report import HostReport, wanted_facts
 from dflash_doctor.sglang_versions import parse_version
 
 # `sglang==0.5.23`, `sglang[all]==0.5.23.post1`; `>=` or `~=` pin nothing.
@@ -119,15 +119,19 @@ def _shown(path: str, root: str) -> str:
 def missing_inputs(hosts: list[HostReport], given: Iterable[str]) -> list[str]:
     """Per host whose launch the gate cannot judge, one line naming what to pass.
 
-    `given`: the facts the command line named (an unreadable one is its own input error
-    already). The version is always needed; the drafter where the launch runs DFLASH (or
-    names a draft model); the target always (the launch's model)."""
+    A host fails so where a check it ran could not judge (report.wanted_facts) and an input
+    is missing: the version; the drafter where the launch runs DFLASH (or names a draft
+    model); the target (the launch's model). `given`: the facts the command line named (an
+    unreadable one is its own input error already). Checks left out by --select need none.
+    """
     named = set(given)
     lines = []
     for host in hosts:
         facts = host.facts
         if facts is None or facts.launch.value is None:
             continue  # no launch: `no check could run` says so (report.build_report)
+        if not any(wanted_facts(r) for r in host.results):
+            continue  # every check it ran judged: nothing it lacks was needed
         launch = facts.launch.value
         wants = []
         if facts.sglang_version.value is None:
