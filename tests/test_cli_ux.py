@@ -107,7 +107,13 @@ def test_no_fix_command_when_nothing_is_automated() -> None:
 
 def test_check_and_gate_write_their_report_by_one_rule(tmp_path: Path) -> None:
     script = next((FIXTURE_HOSTS / "v0523").rglob("*.sh"))
+    # The models the script names, from the recorded host's Hugging Face cache: a gate
+    # without them cannot judge the launch (exit 2, tests/test_gate_inputs.py).
+    hub = FIXTURE_HOSTS / "v0523/data/hf/hub"
+    drafter = next((hub / "models--z-lab--Qwen3-4B-DFlash-b16").rglob("config.json")).parent
+    target = next((hub / "models--Qwen--Qwen3-8B").rglob("config.json")).parent
     gate_args = ("gate", str(script), "--sglang-version", "0.5.23")
+    gate_args += ("--drafter", str(drafter), "--target", str(target))
     for args in (("check", "--demo"), gate_args):
         # text + --output: the terminal report on stdout, JSON in the file
         out = tmp_path / "r.json"
@@ -172,20 +178,21 @@ def test_an_unreadable_fact_is_said_once() -> None:
 
 
 def test_long_paths_are_never_broken_and_rows_never_padded(tmp_path: Path) -> None:
-    """A path in a reason stays whole however narrow the terminal (rich would fold it
+    """A path in a line stays whole however narrow the terminal (rich would fold it
     mid-word), rows end without spaces, and a gate's host line says the file once."""
+    import shutil
+
     deep = tmp_path / ("d" * 30) / ("e" * 30)
-    deep.mkdir(parents=True)
-    launch = deep / "launch.sh"
-    launch.write_text(
-        "python3 -m sglang.launch_server --model-path /models/absent-target-model-of-many-words"
-        " --speculative-algorithm DFLASH --speculative-draft-model-path /models/no-drafter\n"
-    )
-    p = run("gate", str(launch), "--sglang-version", "0.5.23", columns=60)
+    shutil.copytree(FIXTURE_HOSTS.parent / "checks/DFD111/clean", deep)
+    launch, missing = deep / "launch.sh", deep / "no-such-drafter-directory"
+    p = run(
+        "gate", str(launch), "--sglang-version", "0.5.23", "--target", str(deep / "target"),
+        "--drafter", str(missing), columns=60,
+    )  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr  # the --drafter given could not be read
     out = p.stdout
-    assert str(launch) in out.split()  # whole, as one word
-    assert "/models/no-drafter/config.json:" in out.split() or "/models/no-drafter" in out
+    assert f"{launch}:{missing}/config.json:" in out.split()  # whole, as one word
     assert not [ln for ln in out.splitlines() if ln != ln.rstrip()]
     assert all(len(ln) <= 60 or " " not in ln.strip() for ln in out.splitlines())
-    host_line = out.splitlines()[1]
-    assert host_line.count(str(launch)) == 1, host_line
+    # the host line: the launch file (the gate's host name) once, then its version
+    assert out.splitlines()[1:3] == [str(launch), "SGLang 0.5.23"]
