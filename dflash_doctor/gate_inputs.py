@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dflash_doctor.report import HostReport, wanted_facts
@@ -116,15 +116,15 @@ def _shown(path: str, root: str) -> str:
     return (os.path.relpath(absolute, base) if inside else path).replace(os.sep, "/")
 
 
-def missing_inputs(hosts: list[HostReport], given: Iterable[str]) -> list[str]:
+def missing_inputs(hosts: list[HostReport], given: Mapping[str, str]) -> list[str]:
     """Per host whose launch the gate cannot judge, one line naming what to pass.
 
     A host fails so where a check it ran could not judge (report.wanted_facts) and an input
     is missing: the version; the drafter where the launch runs DFLASH (or names a draft
-    model); the target (the launch's model). `given`: the facts the command line named (an
-    unreadable one is its own input error already). Checks left out by --select need none.
+    model); the target (the launch's model). `given`: fact -> the option that named it
+    (`drafter` -> `--drafter models/x`): one it named but could not be read is said with
+    the rest, in the same line. Checks left out by --select need none.
     """
-    named = set(given)
     lines = []
     for host in hosts:
         facts = host.facts
@@ -138,11 +138,17 @@ def missing_inputs(hosts: list[HostReport], given: Iterable[str]) -> list[str]:
             wants.append("--sglang-version X.Y.Z (the repository pins no sglang== or image tag)")
         dflash = (launch.speculative_algorithm or "").upper() == "DFLASH"
         if (dflash or launch.draft_model_path) and facts.drafter.value is None:
-            wants += [] if "drafter" in named else ["--drafter DIR"]
-        if facts.target.value is None and "target" not in named:
+            wants += [] if "drafter" in given else ["--drafter DIR"]
+        if facts.target.value is None and "target" not in given:
             wants.append("--target DIR")
         if wants:
-            lines.append(f"{host.host}: the gate cannot judge this launch without {_and(wants)}")
+            bad = [
+                f"{given[k]} could not be read"
+                for k in ("drafter", "target")
+                if k in given and getattr(facts, k).value is None
+            ]
+            line = f"{host.host}: the gate cannot judge this launch without {_and(wants)}"
+            lines.append(line + "".join(f"; {b}" for b in bad))
     return lines
 
 

@@ -202,7 +202,15 @@ def test_checked_nothing_is_not_green(tmp_path: Path) -> None:
     assert p.returncode == 2
     notes = json.loads(p.stdout)["notes"]
     assert any("--log /missing.log could not be read" in n for n in notes)
+    # A gate lacking what it needs says all of it in one line (issue 26: it fails closed).
     p = cli("gate", str(d / "etc/sglang/launch.sh"), "--drafter", "models/typo")
+    assert p.returncode == 2 and p.stdout == ""
+    (line,) = p.stderr.splitlines()
+    assert line.endswith("without --sglang-version X.Y.Z (the repository pins no sglang== or "
+                         "image tag) and --target DIR; --drafter models/typo could not be read")  # fmt: skip
+    target = next((d / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json")).parent
+    p = cli("gate", str(d / "etc/sglang/launch.sh"), "--drafter", "models/typo",
+            "--target", str(target), "--sglang-version", "0.5.13")  # fmt: skip
     assert p.returncode == 2 and "--drafter models/typo could not be read" in p.stdout
     assert "were skipped for want of facts" in p.stdout
     # skips alone: said in words; --fail-on-skip makes CI fail on them
