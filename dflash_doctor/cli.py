@@ -69,11 +69,21 @@ class Format(StrEnum):
     json = "json"
 
 
-class GateFormat(StrEnum):
+class ReportFormat(StrEnum):
+    """`check` and `gate`'s report formats (render/formats.py REPORT_FORMATS)."""
+
     text = "text"
+    concise = "concise"
+    github = "github"
     json = "json"
     sarif = "sarif"
     junit = "junit"
+
+
+REPORT_FORMAT_HELP = (
+    "text (the terminal report), concise (one line per finding), github (Actions "
+    "annotations), json, sarif or junit"
+)
 
 
 LOCAL_NAMES = ("local", "localhost")
@@ -325,6 +335,7 @@ _DemoHostOpt = Annotated[
 _CheckHostDirOpt = Annotated[
     list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
 ]
+_CheckFormatOpt = Annotated[ReportFormat, typer.Option("--format", help=REPORT_FORMAT_HELP)]
 _CheckOutputOpt = Annotated[
     Path | None,
     typer.Option("--output", help="write the --format report here (JSON for text)"),
@@ -385,7 +396,7 @@ class _CheckArgs:
     demo: bool
     demo_name: str | None
     host_dir: list[Path] | None
-    fmt: Format
+    fmt: ReportFormat
     fail_on: Severity
     output: Path | None
     select: str | None
@@ -422,7 +433,7 @@ def check(
     demo: Annotated[bool, typer.Option("--demo", help="check the built-in demo host")] = False,
     demo_name: _DemoHostOpt = None,
     host_dir: _CheckHostDirOpt = None,
-    fmt: FormatOpt = Format.text,
+    fmt: _CheckFormatOpt = ReportFormat.text,
     fail_on: FailOnOpt = Severity.ERROR,
     output: _CheckOutputOpt = None,
     select: _CheckSelectOpt = None,
@@ -455,14 +466,14 @@ def check(
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     # Taken first, before any other local: exactly the parameters above.
     args = _CheckArgs(**locals())
-    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.formats import render_format
 
     chosen = _selection(select)
     specs, listed = _check_specs(args)
     reports = _check_reports(args, specs, chosen)
     _note_next_steps(args, specs, listed, reports)
     report = _check_report(args, reports)
-    _emit(report, None if fmt is Format.text else render_json(report), output)
+    _emit(report, render_format(report, fmt.value), output)
     raise typer.Exit(report.exit_code)
 
 
@@ -751,7 +762,7 @@ _GateInventoryOpt = Annotated[
     Path | None, typer.Option("--inventory", "-I", help="gate the inventory's hosts offline")
 ]
 _GateLimitOpt = Annotated[str | None, typer.Option("--limit", help="inventory groups/labels/hosts")]
-_GateFormatOpt = Annotated[GateFormat, typer.Option("--format", help="report format")]
+_GateFormatOpt = Annotated[ReportFormat, typer.Option("--format", help=REPORT_FORMAT_HELP)]
 _GateOutputOpt = Annotated[
     Path | None, typer.Option("--output", help="write the --format report (json for text)")
 ]
@@ -779,7 +790,7 @@ class _GateArgs:
     labels: str | None
     inventory: Path | None
     limit: str | None
-    fmt: GateFormat
+    fmt: ReportFormat
     output: Path | None
     fail_on: Severity
     waivers: Path | None
@@ -800,7 +811,7 @@ def gate(
     labels: _LabelsOpt = None,
     inventory: _GateInventoryOpt = None,
     limit: _GateLimitOpt = None,
-    fmt: _GateFormatOpt = GateFormat.text,
+    fmt: _GateFormatOpt = ReportFormat.text,
     output: _GateOutputOpt = None,
     fail_on: FailOnOpt = Severity.ERROR,
     waivers: _WaiversOpt = None,
@@ -812,10 +823,12 @@ def gate(
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
     # Taken first, before any other local: exactly the parameters above.
     args = _GateArgs(**locals())
+    from dflash_doctor.render.formats import render_format
+
     chosen = _selection(select)
     args, pinned = _gate_version(args)
     report = _gate_report(args, _gate_specs(args), chosen, pinned)
-    _emit(report, _gate_rendered(report, fmt, root), output)
+    _emit(report, render_format(report, fmt.value, str(root)), output)
     raise typer.Exit(report.exit_code)
 
 
@@ -901,20 +914,6 @@ def _gate_report(
         fail_on_skip=args.fail_on_skip,
         given=given,
     )
-
-
-def _gate_rendered(report: Report, fmt: GateFormat, root: Path) -> str | None:
-    """The report in a machine format, or None for text (the terminal report)."""
-    from dflash_doctor.render.json_report import render_json
-    from dflash_doctor.render.junit import render_junit
-    from dflash_doctor.render.sarif import render_sarif
-
-    renderers: dict[GateFormat, Callable[[], str]] = {
-        GateFormat.json: lambda: render_json(report),
-        GateFormat.sarif: lambda: render_sarif(report, str(root)),
-        GateFormat.junit: lambda: render_junit(report),
-    }
-    return renderers[fmt]() if fmt in renderers else None
 
 
 # `fix`'s own options.

@@ -33,7 +33,9 @@ IMPACT_LABELS: dict[str, str] = {
     "probe_top1_agreement_fix_vs_trained": (
         "Probe: top-1 agreement, fixed vs trained attention (fraction)"
     ),
-    "probe_draft_reads_mib_per_step_served": "Probe: draft attention reads as served (MiB per step)",
+    "probe_draft_reads_mib_per_step_served": (
+        "Probe: draft attention reads as served (MiB per step)"
+    ),
     "probe_draft_reads_mib_per_step_trained": (
         "Probe: draft attention reads as trained (MiB per step)"
     ),
