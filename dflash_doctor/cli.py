@@ -87,7 +87,10 @@ REPORT_FORMAT_HELP = (
 
 
 LOCAL_NAMES = ("local", "localhost")
-FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it checked nothing)"
+FAIL_ON_SKIP_HELP = (
+    "exit 2 when a check that applies could not judge (an input missing or unusable); "
+    "checks that do not apply here (no log offline, no window flag) never fail it"
+)
 
 
 # Options several commands share, declared once (same flag, same help, same default).

@@ -206,8 +206,10 @@ def test_checked_nothing_is_not_green(tmp_path: Path) -> None:
     p = cli("gate", str(d / "etc/sglang/launch.sh"), "--drafter", "models/typo")
     assert p.returncode == 2 and p.stdout == ""
     (line,) = p.stderr.splitlines()
-    assert line.endswith("without --sglang-version X.Y.Z (the repository pins no sglang== or "
-                         "image tag) and --target DIR; --drafter models/typo could not be read")  # fmt: skip
+    assert line.endswith(
+        "without --sglang-version X.Y.Z (the repository pins no sglang== or image tag) and "
+        "--target DIR; --drafter models/typo could not be read"
+    )
     target = next((d / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json")).parent
     p = cli("gate", str(d / "etc/sglang/launch.sh"), "--drafter", "models/typo",
             "--target", str(target), "--sglang-version", "0.5.13")  # fmt: skip

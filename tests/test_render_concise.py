@@ -22,14 +22,14 @@ GATE = ("gate", "launch.sh", "--drafter", "drafter", "--target", "target")
 GATE += ("--sglang-version", "0.5.23")
 
 
-def doctor(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dflash_doctor", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "80", **(env or {})},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "80"},
     )
 
 
