@@ -112,7 +112,7 @@ def test_check_and_gate_write_their_report_by_one_rule(tmp_path: Path) -> None:
     hub = FIXTURE_HOSTS / "v0523/data/hf/hub"
     drafter = next((hub / "models--z-lab--Qwen3-4B-DFlash-b16").rglob("config.json")).parent
     target = next((hub / "models--Qwen--Qwen3-8B").rglob("config.json")).parent
-    gate_args = ("gate", str(script), "--sglang-version", "0.5.23")
+    gate_args: tuple[str, ...] = ("gate", str(script), "--sglang-version", "0.5.23")
     gate_args += ("--drafter", str(drafter), "--target", str(target))
     for args in (("check", "--demo"), gate_args):
         # text + --output: the terminal report on stdout, JSON in the file

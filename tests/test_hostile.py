@@ -362,7 +362,7 @@ def test_ctrl_c_on_a_fleet_cancels_promptly(tmp_path: Path) -> None:
                 held.append(srv.accept()[0])
             except TimeoutError:
                 continue
-        assert len(held) == 6, (p.poll(), p.stderr.read() if p.poll() is not None else "")
+        assert len(held) == 6, p.communicate()[1] if p.poll() is not None else "not all connected"
         p.send_signal(signal.SIGINT)
         sent = time.monotonic()
         try:

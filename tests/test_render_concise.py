@@ -18,8 +18,10 @@ from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_gate import sarif_schema
 
 REFUSED = REPO / "fixtures/checks/DFD111/fires"  # SGLang 0.5.23 refuses it: DFD111 error
-GATE = ("gate", "launch.sh", "--drafter", "drafter", "--target", "target")
-GATE += ("--sglang-version", "0.5.23")
+GATE = (
+    *("gate", "launch.sh", "--drafter", "drafter", "--target", "target"),
+    *("--sglang-version", "0.5.23"),
+)
 
 
 def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
