@@ -829,29 +829,32 @@ def gate(
     from dflash_doctor.render.formats import render_format
 
     chosen = _selection(select)
-    args, pinned = _gate_version(args)
-    report = _gate_report(args, _gate_specs(args), chosen, pinned)
+    specs, pinned = _pinned_version(args, _gate_specs(args))
+    report = _gate_report(args, specs, chosen, pinned)
     _emit(report, render_format(report, fmt.value, str(root)), output)
     raise typer.Exit(report.exit_code)
 
 
-def _gate_version(args: _GateArgs) -> tuple[_GateArgs, str | None]:
-    """`args` with the SGLang version the repository pins where none was given, and the
-    note saying where it came from; a repository pinning several is an input error."""
-    from dataclasses import replace
-
+def _pinned_version(args: _GateArgs, specs: list[HostSpec]) -> tuple[list[HostSpec], str | None]:
+    """`specs` with the SGLang version the repository pins where none was declared (an
+    inventory host's own `sglang_version` stays), and the note saying where it came from;
+    a repository pinning several versions is an input error."""
     from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
 
-    if args.sglang_version is not None:
-        return args, None
+    undeclared = [s.hints.sglang_version is None for s in specs]
+    if args.sglang_version is not None or not any(undeclared):
+        return specs, None
     files = args.launch or []
     pin = chosen_pin(pinned_sglang(str(args.root), files), files, str(args.root))
     if isinstance(pin, str):
         raise UsageError(f"{pin}: pass --sglang-version X.Y.Z")
     if not isinstance(pin, Pin):
-        return args, None
-    note = f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
-    return replace(args, sglang_version=pin.version), note
+        return specs, None
+    pinned = [
+        _override(s, {"sglang_version": pin.version}) if bare else s
+        for s, bare in zip(specs, undeclared, strict=True)
+    ]
+    return pinned, f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
 
 
 def _gate_specs(args: _GateArgs) -> list[HostSpec]:

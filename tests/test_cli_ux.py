@@ -191,7 +191,10 @@ def test_long_paths_are_never_broken_and_rows_never_padded(tmp_path: Path) -> No
     )  # fmt: skip
     assert p.returncode == 2, p.stdout + p.stderr  # the --drafter given could not be read
     out = p.stdout
-    assert f"{launch}:{missing}/config.json:" in out.split()  # whole, as one word
+    assert len(f"{missing}/config.json:") > 60
+    assert f"{missing}/config.json:" in out.split()  # whole, as one word
+    # the host (the rule's line names it) is not said again before the path
+    assert f"could not read drafter: {missing}/config.json:" in " ".join(out.split())
     assert not [ln for ln in out.splitlines() if ln != ln.rstrip()]
     assert all(len(ln) <= 60 or " " not in ln.strip() for ln in out.splitlines())
     # the host line: the launch file (the gate's host name) once, then its version

@@ -169,3 +169,19 @@ def test_skip_reasons_fold_into_one_line_per_cause(tmp_path: Path) -> None:
     summary = lines[-1]
     # DFD131's info finding is no failure: only DFD130's warning fails, once per host
     assert "checks 48 passed, 3 failed, 36 skipped" in summary, summary
+
+
+def test_a_pin_never_overrides_a_version_an_inventory_host_declares(repo: Path) -> None:
+    (repo / "requirements.txt").write_text("sglang==0.5.23\n")
+    (repo / "inventory.yaml").write_text(
+        "hosts:\n  old-host:\n    sglang_version: 0.5.21\n"
+        f"    launch_file: {repo / 'deploy/launch.sh'}\n"
+    )
+    p = gate(repo, "-I", "inventory.yaml", "deploy/launch.sh", "--drafter", "deploy/drafter",
+             "--target", "deploy/target", "--format", "json")  # fmt: skip
+    report = json.loads(p.stdout)
+    versions = {h["host"]: h["facts"]["sglang_version"]["value"] for h in report["hosts"]}
+    assert versions == {"old-host": "0.5.21", "deploy/launch.sh": "0.5.23"}
+    assert (
+        "SGLang 0.5.23 from requirements.txt:1 (--sglang-version overrides it)" in report["notes"]
+    )

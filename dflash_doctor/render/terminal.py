@@ -79,8 +79,15 @@ def _cause(host: HostReport, reason: str) -> str:
     need, _, why = reason.partition(": ")
     if need.startswith("needs ") and why in shown:
         return f"{need} (could not read {shown[why]}, above)"
-    name = host.host
-    return reason.removeprefix(f"{name}: ").replace(f": {name}: ", ": ").replace(f"({name}: ", "(")
+    return _unhosted(host.host, reason)
+
+
+def _unhosted(name: str, text: str) -> str:
+    """`text` without the host's name where it prefixes a reason or a path (`h: ...`,
+    `h:/path`): the rule above names the host, said once."""
+    for prefix in (f"{name}: ", f"{name}:"):
+        text = text.replace(f": {prefix}", ": ").replace(f"({prefix}", "(")
+    return text.removeprefix(f"{name}: ").removeprefix(f"{name}:")
 
 
 def _skips(hosts: list[HostReport], unjudged: bool) -> dict[str, tuple[list[str], set[str]]]:
@@ -155,7 +162,7 @@ def summary_line(report: Report) -> str:
         + f": {s.errors} error(s), "
         f"{s.warnings} warning(s), {s.infos} info, {s.suppressed} suppressed; "
         f"checks {s.passed} passed, {s.failed} failed, {s.skipped} skipped"
-        + (f" ({s.unjudged} could not judge)" if s.unjudged else "")
+        + (f", {s.unjudged} of them could not judge" if s.unjudged else "")
         + f" (fail on {report.fail_on.value}: exit {report.exit_code})"
     )
 
@@ -165,7 +172,8 @@ def _host_body(host: HostReport, console: Console) -> None:
     if host.error is not None:
         _line(console, f"error: {host.error}", "bold red")
     for err in host.fact_errors:
-        _line(console, f"could not read {err}", "yellow")
+        fact, _, why = err.partition(": ")
+        _line(console, f"could not read {fact}: {_unhosted(host.host, why)}", "yellow")
     for finding in host.findings:
         if finding.suppressed is None:
             console.print(_finding(finding))
