@@ -125,7 +125,7 @@ def missing_inputs(hosts: list[HostReport], given: Mapping[str, str]) -> list[st
     (`drafter` -> `--drafter models/x`): one it named but could not be read is said with
     the rest, in the same line. Checks left out by --select need none.
     """
-    lines = []
+    lines: list[tuple[str, str]] = []
     for host in hosts:
         facts = host.facts
         if facts is None or facts.launch.value is None:
@@ -147,9 +147,17 @@ def missing_inputs(hosts: list[HostReport], given: Mapping[str, str]) -> list[st
                 for k in ("drafter", "target")
                 if k in given and getattr(facts, k).value is None
             ]
-            line = f"{host.host}: the gate cannot judge this launch without {_and(wants)}"
-            lines.append(line + "".join(f"; {b}" for b in bad))
-    return lines
+            line = f"the gate cannot judge this launch without {_and(wants)}"
+            lines.append((host.host, line + "".join(f"; {b}" for b in bad)))
+    return _folded(lines)
+
+
+def _folded(lines: list[tuple[str, str]]) -> list[str]:
+    """One line per cause, naming its hosts (ten hosts lacking a target: one line)."""
+    hosts: dict[str, list[str]] = {}
+    for host, text in lines:
+        hosts.setdefault(text, []).append(host)
+    return [f"{', '.join(names)}: {text}" for text, names in hosts.items()]
 
 
 def _and(items: list[str]) -> str:

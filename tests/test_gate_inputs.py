@@ -185,3 +185,17 @@ def test_a_pin_never_overrides_a_version_an_inventory_host_declares(repo: Path) 
     assert (
         "SGLang 0.5.23 from requirements.txt:1 (--sglang-version overrides it)" in report["notes"]
     )
+
+
+def test_hosts_lacking_the_same_input_are_one_line(repo: Path) -> None:
+    inv = ["hosts:"]
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        inv += [f"  {name}:", "    sglang_version: 0.5.23"]
+        inv += [f"    launch_file: {repo / 'deploy/launch.sh'}"]
+    (repo / "inventory.yaml").write_text("\n".join(inv) + "\n")
+    p = gate(repo, "-I", "inventory.yaml", "--drafter", "deploy/drafter")
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [
+        "dflash-doctor: error: gpu-a, gpu-b, gpu-c: the gate cannot judge this launch without "
+        "--target DIR"
+    ]
