@@ -199,3 +199,17 @@ def test_hosts_lacking_the_same_input_are_one_line(repo: Path) -> None:
         "dflash-doctor: error: gpu-a, gpu-b, gpu-c: the gate cannot judge this launch without "
         "--target DIR"
     ]
+
+
+def test_an_offline_gate_never_says_a_host_sglang_was_asked() -> None:
+    """No host is asked offline: the release's parser is replayed from the option data."""
+    out = ""
+    for check in ("DFD104", "DFD103"):
+        case = CASES / check / "fires"
+        args = shlex.split((case / "gate.args").read_text(), comments=True)
+        p = gate(case, *args, "--select", check, "--format", "json")
+        assert p.returncode == 1, p.stderr
+        out += p.stdout
+    assert "its own parser" not in out and "host's own sglang" not in out
+    assert "SGLang 0.5.23 (its parser, replayed from data) does not accept" in out
+    assert "SGLang 0.5.13 with its parser replayed from data, no host asked" in out
