@@ -892,8 +892,8 @@ def _gate_specs(args: _GateArgs) -> list[HostSpec]:
 def _gate_report(
     args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None, pinned: str | None
 ) -> Report:
-    """Check the files, refuse a launch the gate cannot judge (exit 2, one line naming what
-    to pass), then apply the waivers and the baseline (policy.py)."""
+    """Check the files, then apply the waivers and the baseline (policy.py); a launch the gate
+    cannot judge is an input error (exit 2), one line naming what to pass."""
     from dflash_doctor.gate_inputs import missing_inputs
     from dflash_doctor.pipeline import check_hosts
     from dflash_doctor.policy import apply_policy
@@ -902,9 +902,6 @@ def _gate_report(
     given = _given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)})
     # No host here: model names resolve in this machine's Hugging Face cache.
     checked = check_hosts(specs, chosen, jobs=1, local_env=_local_env())
-    missing = missing_inputs(checked, given)
-    if missing:
-        raise UsageError("; ".join(missing))
     hosts, notes = apply_policy(
         checked,
         {s.name: s.labels for s in specs},
@@ -919,6 +916,7 @@ def _gate_report(
         notes=[*([pinned] if pinned else []), *notes],
         fail_on_skip=args.fail_on_skip,
         given=given,
+        input_errors=missing_inputs(checked, given),
     )
 
 

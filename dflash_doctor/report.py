@@ -143,9 +143,11 @@ def build_report(
     *,
     fail_on_skip: bool = False,
     given: dict[str, str] | None = None,
+    input_errors: list[str] | None = None,
 ) -> Report:
     """`given`: fact name -> the command-line option that named it (`drafter` -> `--drafter
-    models/x`); such a fact left unread is an input error, not a skip."""
+    models/x`); such a fact left unread is an input error, not a skip. `input_errors`: the
+    caller's own (a gate lacking what it needs to judge a launch): exit 2, said first."""
     summary = Summary(hosts=len(hosts))
     gate = False
     for host in hosts:
@@ -167,7 +169,7 @@ def build_report(
             setattr(summary, key, getattr(summary, key) + 1)
             gate = gate or gates(finding, fail_on)
     notes = list(notes or [])
-    input_errors = []
+    input_errors = list(input_errors or [])
     for host in hosts:
         if host.facts is None:
             continue
@@ -188,7 +190,7 @@ def build_report(
         notes.append(
             f"{unjudged} check(s) were skipped for want of facts, so they checked nothing: "
             "see each skip's reason"
-            + ("" if fail_on_skip else "; --fail-on-skip makes this fail the run")
+            + ("" if fail_on_skip or input_errors else "; --fail-on-skip makes this fail the run")
         )
     code = EXIT_OK
     if gate:

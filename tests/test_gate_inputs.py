@@ -1,7 +1,8 @@
 """The gate fails closed (issue 26): without what it needs to judge a launch (a version, given
 or pinned in the repository; the drafter and target configs) it exits 2 with one line naming
-what to pass; `--fail-on-skip` fails only on checks that could not judge, so a correct launch
-given every input passes it; skips fold into one line per cause."""
+what to pass (in the report, so SARIF and JUnit are still written); `--fail-on-skip` fails
+only on checks that could not judge, so a correct launch given every input passes it; skips
+fold into one line per cause."""
 
 from __future__ import annotations
 
@@ -40,18 +41,28 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _cannot_judge(p: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in p.stdout.splitlines() if "the gate cannot judge" in ln]
+
+
 def test_no_version_is_exit_2_with_one_line_naming_it(repo: Path) -> None:
     p = gate(repo, "deploy/launch.sh", "--drafter", "deploy/drafter", "--target", "deploy/target")
-    assert p.returncode == 2 and p.stdout == ""
-    (line,) = p.stderr.splitlines()
-    assert line.startswith("dflash-doctor: error: deploy/launch.sh: the gate cannot judge")
+    assert p.returncode == 2 and p.stderr == ""
+    (line,) = _cannot_judge(p)
+    assert line.startswith("deploy/launch.sh: the gate cannot judge this launch without ")
     assert "--sglang-version X.Y.Z" in line and "--drafter" not in line
+    # the machine formats carry it too: a CI step still gets its SARIF, with exit 2
+    p = gate(repo, "deploy/launch.sh", "--drafter", "deploy/drafter", "--target",
+             "deploy/target", "--format", "sarif", "--output", "out.sarif")  # fmt: skip
+    props = json.loads((repo / "out.sarif").read_text())["runs"][0]["properties"]
+    assert p.returncode == props["exitCode"] == 2
+    assert [n for n in props["notes"] if "the gate cannot judge" in n] == [line]
 
 
 def test_no_models_is_exit_2_naming_what_to_pass(repo: Path) -> None:
-    p = gate(repo, "deploy/launch.sh", "--sglang-version", "0.5.23")
+    p = gate(repo, "deploy/launch.sh", "--sglang-version", "0.5.23", "--format", "concise")
     assert p.returncode == 2
-    (line,) = p.stderr.splitlines()
+    (line,) = _cannot_judge(p)
     assert line.endswith("without --drafter DIR and --target DIR")
 
 
@@ -193,11 +204,10 @@ def test_hosts_lacking_the_same_input_are_one_line(repo: Path) -> None:
         inv += [f"  {name}:", "    sglang_version: 0.5.23"]
         inv += [f"    launch_file: {repo / 'deploy/launch.sh'}"]
     (repo / "inventory.yaml").write_text("\n".join(inv) + "\n")
-    p = gate(repo, "-I", "inventory.yaml", "--drafter", "deploy/drafter")
+    p = gate(repo, "-I", "inventory.yaml", "--drafter", "deploy/drafter", "--format", "concise")
     assert p.returncode == 2
-    assert p.stderr.splitlines() == [
-        "dflash-doctor: error: gpu-a, gpu-b, gpu-c: the gate cannot judge this launch without "
-        "--target DIR"
+    assert _cannot_judge(p) == [
+        "gpu-a, gpu-b, gpu-c: the gate cannot judge this launch without --target DIR"
     ]
 
 
