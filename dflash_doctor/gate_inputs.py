@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -64,12 +65,19 @@ def _candidates(root: str) -> Iterator[str]:
 def _pins_in(path: str, shown: str) -> Iterator[Pin]:
     """The pins one file holds, each with its line."""
     try:
-        if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
-            return
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(MAX_BYTES)
+        # A regular file only, opened without blocking or following a link (a FIFO named
+        # requirements.txt would hang the gate); judged on the open file itself.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+                return
+            text = f.read(MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("#"):
             continue  # a pin commented out pins nothing

@@ -7,6 +7,7 @@ fold into one line per cause."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -110,6 +111,8 @@ def test_pins_read_what_pins_and_nothing_else(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "requirements.txt").write_text("sglang==0.5.12\n")
     (tmp_path / "README.md").write_text("sglang==0.5.13\n")  # not a file that pins
+    os.mkfifo(tmp_path / "requirements-fifo.txt")  # never opened for reading: no hang
+    (tmp_path / "requirements-link.txt").symlink_to(tmp_path / ".git" / "requirements.txt")
     assert pinned_sglang(str(tmp_path)) == [Pin("0.5.22", "requirements-dev.txt:4")]
     # the launch file's own image beats the repository's other pins
     (tmp_path / "compose.yaml").write_text("image: lmsysorg/sglang:v0.5.23\n")
