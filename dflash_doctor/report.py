@@ -136,6 +136,26 @@ def _counted_as(result: CheckResult) -> str:
     return result.status
 
 
+def _unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
+    """Per host, each fact the command line named that could not be read, and a host on
+    which no check could run: input errors (exit 2)."""
+    errors = []
+    for host in hosts:
+        if host.facts is None:
+            continue
+        for name, option in given.items():
+            fact = getattr(host.facts, name)
+            if fact.value is None:
+                # Its reason is the host's fact error already (`could not read NAME: ...`):
+                # said once, the note names the option that asked for it.
+                said = one_line(f"{name}: {fact.error}") in host.fact_errors
+                why = f" (see {name} above)" if said else f": {fact.error}"
+                errors.append(one_line(f"{host.host}: {option} could not be read{why}"))
+        if host.results and all(r.status == "skipped" for r in host.results):
+            errors.append(f"{host.host}: no check could run: nothing was checked")
+    return errors
+
+
 def build_report(
     hosts: list[HostReport],
     fail_on: Severity = Severity.ERROR,
@@ -169,20 +189,7 @@ def build_report(
             setattr(summary, key, getattr(summary, key) + 1)
             gate = gate or gates(finding, fail_on)
     notes = list(notes or [])
-    input_errors = list(input_errors or [])
-    for host in hosts:
-        if host.facts is None:
-            continue
-        for name, option in (given or {}).items():
-            fact = getattr(host.facts, name)
-            if fact.value is None:
-                # Its reason is the host's fact error already (`could not read NAME: ...`):
-                # said once, the note names the option that asked for it.
-                said = one_line(f"{name}: {fact.error}") in host.fact_errors
-                why = f" (see {name} above)" if said else f": {fact.error}"
-                input_errors.append(one_line(f"{host.host}: {option} could not be read{why}"))
-        if host.results and all(r.status == "skipped" for r in host.results):
-            input_errors.append(f"{host.host}: no check could run: nothing was checked")
+    input_errors = [*(input_errors or []), *_unread_inputs(hosts, given or {})]
     notes.extend(input_errors)
     unjudged = summary.unjudged
     if unjudged:
