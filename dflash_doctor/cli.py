@@ -69,15 +69,28 @@ class Format(StrEnum):
     json = "json"
 
 
-class GateFormat(StrEnum):
+class ReportFormat(StrEnum):
+    """`check` and `gate`'s report formats (render/formats.py REPORT_FORMATS)."""
+
     text = "text"
+    concise = "concise"
+    github = "github"
     json = "json"
     sarif = "sarif"
     junit = "junit"
 
 
+REPORT_FORMAT_HELP = (
+    "text (the terminal report), concise (one line per finding), github (Actions "
+    "annotations), json, sarif or junit"
+)
+
+
 LOCAL_NAMES = ("local", "localhost")
-FAIL_ON_SKIP_HELP = "exit 2 when a check was skipped for want of facts (it checked nothing)"
+FAIL_ON_SKIP_HELP = (
+    "exit 2 when a check that applies could not judge (an input missing or unusable); "
+    "checks that do not apply here (no log offline, no window flag) never fail it"
+)
 
 
 # Options several commands share, declared once (same flag, same help, same default).
@@ -325,6 +338,7 @@ _DemoHostOpt = Annotated[
 _CheckHostDirOpt = Annotated[
     list[Path] | None, typer.Option("--host-dir", help="a recorded host tree (host.yaml)")
 ]
+_CheckFormatOpt = Annotated[ReportFormat, typer.Option("--format", help=REPORT_FORMAT_HELP)]
 _CheckOutputOpt = Annotated[
     Path | None,
     typer.Option("--output", help="write the --format report here (JSON for text)"),
@@ -385,7 +399,7 @@ class _CheckArgs:
     demo: bool
     demo_name: str | None
     host_dir: list[Path] | None
-    fmt: Format
+    fmt: ReportFormat
     fail_on: Severity
     output: Path | None
     select: str | None
@@ -422,7 +436,7 @@ def check(
     demo: Annotated[bool, typer.Option("--demo", help="check the built-in demo host")] = False,
     demo_name: _DemoHostOpt = None,
     host_dir: _CheckHostDirOpt = None,
-    fmt: FormatOpt = Format.text,
+    fmt: _CheckFormatOpt = ReportFormat.text,
     fail_on: FailOnOpt = Severity.ERROR,
     output: _CheckOutputOpt = None,
     select: _CheckSelectOpt = None,
@@ -455,14 +469,14 @@ def check(
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
     # Taken first, before any other local: exactly the parameters above.
     args = _CheckArgs(**locals())
-    from dflash_doctor.render.json_report import render_json
+    from dflash_doctor.render.formats import render_format
 
     chosen = _selection(select)
     specs, listed = _check_specs(args)
     reports = _check_reports(args, specs, chosen)
     _note_next_steps(args, specs, listed, reports)
     report = _check_report(args, reports)
-    _emit(report, None if fmt is Format.text else render_json(report), output)
+    _emit(report, render_format(report, fmt.value), output)
     raise typer.Exit(report.exit_code)
 
 
@@ -751,7 +765,7 @@ _GateInventoryOpt = Annotated[
     Path | None, typer.Option("--inventory", "-I", help="gate the inventory's hosts offline")
 ]
 _GateLimitOpt = Annotated[str | None, typer.Option("--limit", help="inventory groups/labels/hosts")]
-_GateFormatOpt = Annotated[GateFormat, typer.Option("--format", help="report format")]
+_GateFormatOpt = Annotated[ReportFormat, typer.Option("--format", help=REPORT_FORMAT_HELP)]
 _GateOutputOpt = Annotated[
     Path | None, typer.Option("--output", help="write the --format report (json for text)")
 ]
@@ -779,7 +793,7 @@ class _GateArgs:
     labels: str | None
     inventory: Path | None
     limit: str | None
-    fmt: GateFormat
+    fmt: ReportFormat
     output: Path | None
     fail_on: Severity
     waivers: Path | None
@@ -800,7 +814,7 @@ def gate(
     labels: _LabelsOpt = None,
     inventory: _GateInventoryOpt = None,
     limit: _GateLimitOpt = None,
-    fmt: _GateFormatOpt = GateFormat.text,
+    fmt: _GateFormatOpt = ReportFormat.text,
     output: _GateOutputOpt = None,
     fail_on: FailOnOpt = Severity.ERROR,
     waivers: _WaiversOpt = None,
@@ -812,10 +826,35 @@ def gate(
     """Pre-deploy gate: the same checks over launch and model files, with no host."""
     # Taken first, before any other local: exactly the parameters above.
     args = _GateArgs(**locals())
+    from dflash_doctor.render.formats import render_format
+
     chosen = _selection(select)
-    report = _gate_report(args, _gate_specs(args), chosen)
-    _emit(report, _gate_rendered(report, fmt, root), output)
+    specs, pinned = _pinned_version(args, _gate_specs(args))
+    report = _gate_report(args, specs, chosen, pinned)
+    _emit(report, render_format(report, fmt.value, str(root)), output)
     raise typer.Exit(report.exit_code)
+
+
+def _pinned_version(args: _GateArgs, specs: list[HostSpec]) -> tuple[list[HostSpec], str | None]:
+    """`specs` with the SGLang version the repository pins where none was declared (an
+    inventory host's own `sglang_version` stays), and the note saying where it came from;
+    a repository pinning several versions is an input error."""
+    from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
+
+    undeclared = [s.hints.sglang_version is None for s in specs]
+    if args.sglang_version is not None or not any(undeclared):
+        return specs, None
+    files = args.launch or []
+    pin = chosen_pin(pinned_sglang(str(args.root), files), files, str(args.root))
+    if isinstance(pin, str):
+        raise UsageError(f"{pin}: pass --sglang-version X.Y.Z")
+    if not isinstance(pin, Pin):
+        return specs, None
+    pinned = [
+        _override(s, {"sglang_version": pin.version}) if bare else s
+        for s, bare in zip(specs, undeclared, strict=True)
+    ]
+    return pinned, f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
 
 
 def _gate_specs(args: _GateArgs) -> list[HostSpec]:
@@ -850,15 +889,21 @@ def _gate_specs(args: _GateArgs) -> list[HostSpec]:
     return specs
 
 
-def _gate_report(args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None) -> Report:
-    """Check the files, then apply the waivers and the baseline (policy.py)."""
+def _gate_report(
+    args: _GateArgs, specs: list[HostSpec], chosen: list[str] | None, pinned: str | None
+) -> Report:
+    """Check the files, then apply the waivers and the baseline (policy.py); a launch the gate
+    cannot judge is an input error (exit 2), one line naming what to pass."""
+    from dflash_doctor.gate_inputs import missing_inputs
     from dflash_doctor.pipeline import check_hosts
     from dflash_doctor.policy import apply_policy
     from dflash_doctor.report import build_report
 
+    given = _given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)})
+    # No host here: model names resolve in this machine's Hugging Face cache.
+    checked = check_hosts(specs, chosen, jobs=1, local_env=_local_env())
     hosts, notes = apply_policy(
-        # No host here: model names resolve in this machine's Hugging Face cache.
-        check_hosts(specs, chosen, jobs=1, local_env=_local_env()),
+        checked,
         {s.name: s.labels for s in specs},
         today=date.today(),
         waiver_file=str(args.waivers) if args.waivers else None,
@@ -868,24 +913,11 @@ def _gate_report(args: _GateArgs, specs: list[HostSpec], chosen: list[str] | Non
     return build_report(
         hosts,
         fail_on=args.fail_on,
-        notes=notes,
+        notes=[*([pinned] if pinned else []), *notes],
         fail_on_skip=args.fail_on_skip,
-        given=_given({"drafter": ("--drafter", args.drafter), "target": ("--target", args.target)}),
+        given=given,
+        input_errors=missing_inputs(checked, given),
     )
-
-
-def _gate_rendered(report: Report, fmt: GateFormat, root: Path) -> str | None:
-    """The report in a machine format, or None for text (the terminal report)."""
-    from dflash_doctor.render.json_report import render_json
-    from dflash_doctor.render.junit import render_junit
-    from dflash_doctor.render.sarif import render_sarif
-
-    renderers: dict[GateFormat, Callable[[], str]] = {
-        GateFormat.json: lambda: render_json(report),
-        GateFormat.sarif: lambda: render_sarif(report, str(root)),
-        GateFormat.junit: lambda: render_junit(report),
-    }
-    return renderers[fmt]() if fmt in renderers else None
 
 
 # `fix`'s own options.

@@ -44,6 +44,11 @@ class Refused(TransportError):
     processes, offline has no GPUs, a recorded tree is never relaunched); the message says why."""
 
 
+class OutOfReach(Refused):
+    """This kind of host never has the answer (offline: no process table, GPUs or log): the
+    checks that need it do not apply here, rather than failing to judge (report.py)."""
+
+
 class UsageError(DoctorError):
     """The command line or an input file given by the user is wrong (exit code 2)."""
 

@@ -57,6 +57,8 @@ class Found:
     env: dict[str, str]
     server: Fact[ServerProcess] = field(default_factory=lambda: Fact[ServerProcess]())
     environ: Fact[dict[str, str]] | None = None
+    # This kind of host has no process table (offline): no environment to read, ever.
+    no_processes: bool = False
 
 
 def find_launch(t: Transport, spec: HostSpec, env: dict[str, str]) -> Found:
@@ -70,7 +72,7 @@ def find_launch(t: Transport, spec: HostSpec, env: dict[str, str]) -> Found:
     if spec.hints.launch_file:
         read = host_file_reader(t)
         launch = launch_of_file(t, host, spec.hints.launch_file, spec.hints.compose_service, read)
-        return Found(launch, None, env)
+        return Found(launch, None, env, no_processes=pid.out_of_reach)
     why = pid.error or "no sglang.launch_server process found and no launch file given"
     return Found(Fact[LaunchArgs].missing(why), None, env)
 
@@ -158,7 +160,7 @@ def gather(
         target=target,
         log=log,
         sglang_code=find_sglang_code(t, host, site),
-        environ=found.environ or _no_environ(host),
+        environ=found.environ or _no_environ(host, found.no_processes),
         capture_hook=find_capture_hook(t, host, target.value, version.value, site),
         server=found.server,
     )
@@ -166,7 +168,11 @@ def gather(
     return facts
 
 
-def _no_environ(host: str) -> Fact[dict[str, str]]:
+def _no_environ(host: str, out_of_reach: bool = False) -> Fact[dict[str, str]]:
+    if out_of_reach:
+        return Fact[dict[str, str]].missing(
+            f"{host}: no process table here, so no server environment", out_of_reach=True
+        )
     return Fact[dict[str, str]].missing(
         f"{host}: no server process found, so its environment is unknown"
     )

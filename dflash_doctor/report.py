@@ -61,6 +61,8 @@ class Summary(BaseModel):
     warnings: int = 0
     infos: int = 0
     suppressed: int = 0
+    # Of the skipped: the checks that applied but could not judge (report.wanted_facts).
+    unjudged: int = 0
     # Hosts reached whose data could not be processed (each has its one-line error).
     host_errors: int = 0
 
@@ -106,7 +108,9 @@ def fact_errors(facts: HostFacts) -> list[str]:
         if name == "host":
             continue
         fact = getattr(facts, name)
-        if fact.value is None and fact.error:
+        # A fact this kind of host never has (offline: no log) is no error: its checks do
+        # not apply, and their skips say why.
+        if fact.value is None and fact.error and not fact.out_of_reach:
             errors.append(one_line(f"{name}: {fact.error}"))
     if facts.launch.value is not None:
         # what the launch parse could not know (a lost shell variable, an unread --config)
@@ -115,9 +119,41 @@ def fact_errors(facts: HostFacts) -> list[str]:
 
 
 def wanted_facts(result: CheckResult) -> bool:
-    """Skipped because a fact it needs could not be read (not merely not applicable)."""
-    reason = result.reason or ""
-    return result.status == "skipped" and reason.startswith(UNJUDGED_PREFIXES)
+    """Skipped because an input it needs could not be read or used: the check applies but
+    could not judge (not merely not applicable here). A report written before the runner
+    said so (`unjudged` None) is read by its reason's words."""
+    if result.status != "skipped":
+        return False
+    if result.unjudged is not None:
+        return result.unjudged
+    return (result.reason or "").startswith(UNJUDGED_PREFIXES)
+
+
+def _counted_as(result: CheckResult) -> str:
+    """A result's summary column: findings that are all info are notes, not a failure."""
+    if result.status == "failed" and all(f.severity is Severity.INFO for f in result.findings):
+        return "passed"
+    return result.status
+
+
+def _unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
+    """Per host, each fact the command line named that could not be read, and a host on
+    which no check could run: input errors (exit 2)."""
+    errors = []
+    for host in hosts:
+        if host.facts is None:
+            continue
+        for name, option in given.items():
+            fact = getattr(host.facts, name)
+            if fact.value is None:
+                # Its reason is the host's fact error already (`could not read NAME: ...`):
+                # said once, the note names the option that asked for it.
+                said = one_line(f"{name}: {fact.error}") in host.fact_errors
+                why = f" (see {name} above)" if said else f": {fact.error}"
+                errors.append(one_line(f"{host.host}: {option} could not be read{why}"))
+        if host.results and all(r.status == "skipped" for r in host.results):
+            errors.append(f"{host.host}: no check could run: nothing was checked")
+    return errors
 
 
 def build_report(
@@ -127,9 +163,11 @@ def build_report(
     *,
     fail_on_skip: bool = False,
     given: dict[str, str] | None = None,
+    input_errors: list[str] | None = None,
 ) -> Report:
     """`given`: fact name -> the command-line option that named it (`drafter` -> `--drafter
-    models/x`); such a fact left unread is an input error, not a skip."""
+    models/x`); such a fact left unread is an input error, not a skip. `input_errors`: the
+    caller's own (a gate lacking what it needs to judge a launch): exit 2, said first."""
     summary = Summary(hosts=len(hosts))
     gate = False
     for host in hosts:
@@ -138,7 +176,9 @@ def build_report(
         elif host.error is not None:
             summary.host_errors += 1
         for result in host.results:
-            setattr(summary, result.status, getattr(summary, result.status) + 1)
+            status = _counted_as(result)
+            setattr(summary, status, getattr(summary, status) + 1)
+            summary.unjudged += wanted_facts(result)
         for finding in host.findings:
             if finding.suppressed is not None:
                 summary.suppressed += 1
@@ -149,28 +189,15 @@ def build_report(
             setattr(summary, key, getattr(summary, key) + 1)
             gate = gate or gates(finding, fail_on)
     notes = list(notes or [])
-    input_errors = []
-    for host in hosts:
-        if host.facts is None:
-            continue
-        for name, option in (given or {}).items():
-            fact = getattr(host.facts, name)
-            if fact.value is None:
-                # Its reason is the host's fact error already (`could not read NAME: ...`):
-                # said once, the note names the option that asked for it.
-                said = one_line(f"{name}: {fact.error}") in host.fact_errors
-                why = f" (see {name} above)" if said else f": {fact.error}"
-                input_errors.append(one_line(f"{host.host}: {option} could not be read{why}"))
-        if host.results and all(r.status == "skipped" for r in host.results):
-            input_errors.append(f"{host.host}: no check could run: nothing was checked")
+    input_errors = [*(input_errors or []), *_unread_inputs(hosts, given or {})]
     notes.extend(input_errors)
-    unjudged = sum(1 for h in hosts for r in h.results if wanted_facts(r))
+    unjudged = summary.unjudged
     if unjudged:
         # A run that checked less than it could must not look green (issue 10 item 15).
         notes.append(
             f"{unjudged} check(s) were skipped for want of facts, so they checked nothing: "
             "see each skip's reason"
-            + ("" if fail_on_skip else "; --fail-on-skip makes this fail the run")
+            + ("" if fail_on_skip or input_errors else "; --fail-on-skip makes this fail the run")
         )
     code = EXIT_OK
     if gate:

@@ -71,7 +71,9 @@ def test_findings_at_80_columns_keep_titles_and_places_whole(host: str) -> None:
     report = check_host(spec)
     out = _render([report])
     lines = [ln.strip("│ ").rstrip() for ln in out.splitlines()]
-    assert all(len(ln) <= 80 for ln in out.splitlines())
+    # Rows fit 80 columns, but a path longer than that stays whole on its own row.
+    assert all(len(ln) <= 80 or " " not in ln.strip() for ln in out.splitlines())
+    assert not [ln for ln in out.splitlines() if ln != ln.rstrip()]  # no padded rows
     assert "…" not in out
     flat = " ".join(" ".join(lines).split())
     for f in report.findings:
@@ -105,7 +107,13 @@ def test_no_fix_command_when_nothing_is_automated() -> None:
 
 def test_check_and_gate_write_their_report_by_one_rule(tmp_path: Path) -> None:
     script = next((FIXTURE_HOSTS / "v0523").rglob("*.sh"))
-    gate_args = ("gate", str(script), "--sglang-version", "0.5.23")
+    # The models the script names, from the recorded host's Hugging Face cache: a gate
+    # without them cannot judge the launch (exit 2, tests/test_gate_inputs.py).
+    hub = FIXTURE_HOSTS / "v0523/data/hf/hub"
+    drafter = next((hub / "models--z-lab--Qwen3-4B-DFlash-b16").rglob("config.json")).parent
+    target = next((hub / "models--Qwen--Qwen3-8B").rglob("config.json")).parent
+    gate_args: tuple[str, ...] = ("gate", str(script), "--sglang-version", "0.5.23")
+    gate_args += ("--drafter", str(drafter), "--target", str(target))
     for args in (("check", "--demo"), gate_args):
         # text + --output: the terminal report on stdout, JSON in the file
         out = tmp_path / "r.json"
@@ -157,7 +165,8 @@ def test_an_unreadable_fact_is_said_once() -> None:
     lines = [ln for ln in p.stdout.splitlines() if "no such file or directory" in ln]
     assert len(lines) == 1 and lines[0].startswith("could not read drafter: ")
     skipped = [ln for ln in p.stdout.splitlines() if "needs drafter" in ln]
-    assert len(skipped) == 1 and "DFD102 " in skipped[0] and "DFD131 " in skipped[0]
+    assert len(skipped) == 1 and "DFD102, " in skipped[0] and "DFD131" in skipped[0]
+    assert skipped[0].startswith("could not judge (10): DFD102, ")
     assert skipped[0].endswith("needs drafter (could not read drafter, above)")
     assert "--drafter /nonexistent could not be read (see drafter above)" in p.stdout
     # the JSON report keeps every result's own reason
@@ -166,3 +175,27 @@ def test_an_unreadable_fact_is_said_once() -> None:
     )
     reasons = [r["reason"] for r in report["hosts"][0]["results"] if r["check_id"] == "DFD102"]
     assert reasons[0].startswith("needs drafter: ") and "no such file" in reasons[0]
+
+
+def test_long_paths_are_never_broken_and_rows_never_padded(tmp_path: Path) -> None:
+    """A path in a line stays whole however narrow the terminal (rich would fold it
+    mid-word), rows end without spaces, and a gate's host line says the file once."""
+    import shutil
+
+    deep = tmp_path / ("d" * 30) / ("e" * 30)
+    shutil.copytree(FIXTURE_HOSTS.parent / "checks/DFD111/clean", deep)
+    launch, missing = deep / "launch.sh", deep / "no-such-drafter-directory"
+    p = run(
+        "gate", str(launch), "--sglang-version", "0.5.23", "--target", str(deep / "target"),
+        "--drafter", str(missing), columns=60,
+    )  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr  # the --drafter given could not be read
+    out = p.stdout
+    assert len(f"{missing}/config.json:") > 60
+    assert f"{missing}/config.json:" in out.split()  # whole, as one word
+    # the host (the rule's line names it) is not said again before the path
+    assert f"could not read drafter: {missing}/config.json:" in " ".join(out.split())
+    assert not [ln for ln in out.splitlines() if ln != ln.rstrip()]
+    assert all(len(ln) <= 60 or " " not in ln.strip() for ln in out.splitlines())
+    # the host line: the launch file (the gate's host name) once, then its version
+    assert out.splitlines()[1:3] == [str(launch), "SGLang 0.5.23"]

@@ -85,10 +85,20 @@ class CheckResult(BaseModel):
     status: ResultStatus
     reason: str | None = None
     findings: list[Finding] = Field(default_factory=list)
+    # A skip's kind (runner.py): True, the check applies but could not judge (an input it
+    # needs is missing or unusable: --fail-on-skip fails on it); False, it does not apply
+    # here (no trigger, or a fact this kind of host never has). None: a report written
+    # before the field (report.wanted_facts reads its reason then).
+    unjudged: bool | None = None
 
 
 class Skip(Exception):
     """Raised by a check that does not apply to these facts; the message is the reason."""
+
+
+class Unjudged(Skip):
+    """Raised by a check that applies but cannot judge: an input it needs is missing or
+    unusable (the SGLang version, a config); the message names it. Fails --fail-on-skip."""
 
 
 FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log", "environ"]

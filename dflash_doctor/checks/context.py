@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import (
     config_evidence,
     context_length,
@@ -76,7 +76,7 @@ def drafter_shorter_than_context(facts: HostFacts) -> list[Finding]:
     cfg = drafter(facts)
     served, served_evidence, overridden = _served_context(facts)
     if served is None or served_evidence is None:
-        raise Skip("the served context length is unknown (no launch, log or target config)")
+        raise Unjudged("the served context length is unknown (no launch, log or target config)")
     if cfg.context_length is None:
         raise Skip(
             "the drafter's config.json sets no context length key; transformers' default "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import (
     env_evidence,
     env_value,
@@ -141,7 +141,7 @@ def spec_v2_variable(facts: HostFacts) -> list[Finding]:
     _environ_or_skip(facts)
     vf = version_facts(facts)
     if vf is None:
-        raise Skip(f"SGLang version {facts.sglang_version.value!r} is not a version")
+        raise Unjudged(f"SGLang version {facts.sglang_version.value!r} is not a version")
     _, value = env_value(facts, SPEC_V2_ENV)
     if value is None or vf.version < SPEC_V2_REMOVED:
         return []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import flag_evidence, require_dflash, version_facts
 from dflash_doctor.facts.gpu_arch import arch_label, capability_major
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
@@ -99,7 +99,7 @@ def _backends(
             )
         draft = fields.get("speculative_draft_attention_backend")
         return prefill, decode, draft, int(page) if page and page.isdigit() else None, evidence
-    raise Skip("no launch command or logged server args to read the attention backends from")
+    raise Unjudged("no launch command or logged server args to read the attention backends from")
 
 
 @check(

@@ -22,6 +22,21 @@ IMPACT_LABELS: dict[str, str] = {
     "probe_context_tokens": "Probe context length (tokens)",
     "probe_rel_l2_full_vs_windowed": "Probe: relative L2 error, full context vs trained window",
     "probe_top1_agreement": "Probe: top-1 agreement, full context vs trained window (fraction)",
+    # `check --probe`'s numbers (checks/views.py probe_impact)
+    "probe_rel_l2_served_vs_trained": "Probe: relative L2 error, served vs trained attention",
+    "probe_top1_agreement_served_vs_trained": (
+        "Probe: top-1 agreement, served vs trained attention (fraction)"
+    ),
+    "probe_rel_l2_fix_vs_trained": "Probe: relative L2 error, fixed vs trained attention",
+    "probe_top1_agreement_fix_vs_trained": (
+        "Probe: top-1 agreement, fixed vs trained attention (fraction)"
+    ),
+    "probe_draft_reads_mib_per_step_served": (
+        "Probe: draft attention reads as served (MiB per step)"
+    ),
+    "probe_draft_reads_mib_per_step_trained": (
+        "Probe: draft attention reads as trained (MiB per step)"
+    ),
     "decode_lines": "Decode log lines compared",
     "graph_off_lines": "Decode log lines without CUDA graphs",
     "max_running_requests": "Running requests at most (SGLang's DFLASH default)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.views import flag_evidence
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import sglang_args_start
@@ -51,7 +51,9 @@ def sglang_rejects_launch(facts: HostFacts) -> list[Finding]:
     if launch.parser == "fallback":
         if launch.value_errors:
             return [_value_error_finding(launch)]
-        raise Skip("no parser of the host's SGLang release (neither importable nor in the data)")
+        raise Unjudged(
+            "no parser of the host's SGLang release (neither importable nor in the data)"
+        )
     # Window spellings are DFD104's, renamed or removed options DFD140's (with a rewrite).
     release = release_for(launch.parser_version)[0] if launch.parser_version else None
     unknown = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.topology import attn_dp_width, dp_refusal, drop_dp_attention
 from dflash_doctor.checks.views import flag_evidence, version_evidence
 from dflash_doctor.errors import FactError
@@ -62,11 +62,11 @@ def launch_option_renamed(facts: HostFacts) -> list[Finding]:
     assert launch is not None and version is not None
     release, note = release_for(version)
     if release is None:
-        raise Skip(note or f"SGLang {version} is not in the option data")
+        raise Unjudged(note or f"SGLang {version} is not in the option data")
     try:
         argv = launch.argv[sglang_args_start(launch.argv) :]
     except FactError as e:
-        raise Skip(str(e)) from None
+        raise Unjudged(str(e)) from None
     present = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
     present |= set(launch.config_options)
     found: dict[str, Renamed] = {}

@@ -6,7 +6,7 @@ The verdict and the ranking of causes live here, pure, so that `bench`'s own rep
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.thinking_drafter import known_drafter, thinking_on
 from dflash_doctor.checks.views import require_dflash
 from dflash_doctor.facts.bench_stats import COLLAPSE_ACCEPT_LENGTH, Interval, cell_interval
@@ -161,9 +161,9 @@ def silent_collapse(facts: HostFacts) -> list[Finding]:
     """
     result = facts.bench.value
     if result is None:
-        raise Skip(
-            f"needs a bench: {facts.bench.error}" if facts.bench.error else "needs check --bench"
-        )
+        if facts.bench.error:  # asked for, and it failed: nothing was judged
+            raise Unjudged(f"needs a bench: {facts.bench.error}")
+        raise Skip("needs check --bench")  # not asked: the check does not apply to this run
     require_dflash(facts)
     verdict = collapsed(result)
     if verdict is None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import (
     config_evidence,
     flag_evidence,
@@ -314,7 +314,7 @@ def startup_refusals(facts: HostFacts) -> list[Finding]:
     assert launch is not None
     release = startup_release(facts)
     if release is None:
-        raise Skip("the SGLang release this launch starts is unknown")
+        raise Unjudged("the SGLang release this launch starts is unknown")
     found = predicted(facts, launch, release)
     return [_finding(found, release, parser_refuses(launch))] if found else []
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import (
     config_evidence,
     drafter,
@@ -79,7 +79,7 @@ def drop_dp_attention(launch: LaunchArgs) -> list[Fix]:
 
 def _launch_or_skip(facts: HostFacts) -> LaunchArgs:
     if facts.launch.value is None:
-        raise Skip(f"needs the launch command: {facts.launch.error}")
+        raise Unjudged(f"needs the launch command: {facts.launch.error}")
     return facts.launch.value
 
 
@@ -190,7 +190,7 @@ def dp_attention(facts: HostFacts) -> list[Finding]:
     launch = _launch_or_skip(facts)
     vf = version_facts(facts)
     if vf is None:
-        raise Skip(f"SGLang version {facts.sglang_version.value!r} is not a version")
+        raise Unjudged(f"SGLang version {facts.sglang_version.value!r} is not a version")
     width = attn_dp_width(launch)
     if width <= 1:
         return []
@@ -252,7 +252,7 @@ def _tp_size(facts: HostFacts) -> tuple[int, Evidence]:
         raw = log.server_args_fields.get("tp_size")
         if raw is not None and raw.isdigit():
             return int(raw), log_evidence(log, log.server_args.line, f"server_args tp_size={raw}")
-    raise Skip("the TP size is unknown (no launch command, no logged server args)")
+    raise Unjudged("the TP size is unknown (no launch command, no logged server args)")
 
 
 @check(
@@ -388,11 +388,11 @@ def quantized_lm_head(facts: HostFacts) -> list[Finding]:
     head = _quantized_head(facts)
     if head is None:
         if facts.target.value is None:
-            raise Skip(f"target config unavailable: {facts.target.error}")
+            raise Unjudged(f"target config unavailable: {facts.target.error}")
         return []
     vf = version_facts(facts)
     if vf is None:
-        raise Skip(f"SGLang version {facts.sglang_version.value!r} is not a version")
+        raise Unjudged(f"SGLang version {facts.sglang_version.value!r} is not a version")
     launch = facts.launch.value
     tp = launch.tp_size if launch is not None else 1
     if vf.version >= QUANT_HEAD_ANY_TP_UNTIL and tp <= 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dflash_doctor.checks.base import Evidence, Fix, Skip
+from dflash_doctor.checks.base import Evidence, Fix, Skip, Unjudged
 from dflash_doctor.facts.models import (
     DrafterConfig,
     HostFacts,
@@ -66,7 +66,7 @@ def require_dflash(facts: HostFacts) -> None:
 
 def drafter(facts: HostFacts) -> DrafterConfig:
     if facts.drafter.value is None:
-        raise Skip(f"drafter config unavailable: {facts.drafter.error}")
+        raise Unjudged(f"drafter config unavailable: {facts.drafter.error}")
     return facts.drafter.value
 
 
@@ -297,12 +297,17 @@ def behaviour(facts: HostFacts) -> Behaviour | None:
     launch = facts.launch.value
     native = parse_version(launch.parser_version) if launch and launch.parser_version else None
     if native is not None:
-        # The host's own SGLang answered the launch parse: its version beats a declared one.
+        # The launch was parsed as that release parses it: its version beats a declared one.
+        # Only parser "sglang" means the host's SGLang was asked; a replay asked no host.
         nf = facts_for(native)
+        who = (
+            "as the host's own sglang reports it"
+            if launch is not None and launch.parser == "sglang"
+            else "with its parser replayed from data, no host asked"
+        )
         return Behaviour(
             nf.drafter_honours_layer_types,
-            f"version table: SGLang {nf.label} as the host's own sglang reports it "
-            f"(layer_types honoured from {since})",
+            f"version table: SGLang {nf.label} {who} (layer_types honoured from {since})",
         )
     vf = version_facts(facts)
     if vf is None:
@@ -370,7 +375,7 @@ def span_model(facts: HostFacts, cfg: DrafterConfig, flag: int | None = None) ->
     b = behaviour(facts)
     if b is None:
         why = facts.sglang_version.error or facts.sglang_version.value
-        raise Skip(f"SGLang behaviour unknown (no readable source, version: {why})")
+        raise Unjudged(f"SGLang behaviour unknown (no readable source, version: {why})")
     require_layer_types(cfg)
     state = window_state(facts)
     if not state.known:

@@ -11,7 +11,7 @@ Retired ids (never reused): DFD101 and DFD108, see `checks/retired.py`.
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
     behaviour_evidence,
@@ -426,11 +426,14 @@ def _accepted_window_flags(
 ) -> tuple[list[str], str]:
     """The window flags the host's SGLang accepts, and who says so (its parser, else the table)."""
     if launch.accepted_window_flags is not None:
-        return launch.accepted_window_flags, f"SGLang {launch.parser_version} (its own parser)"
+        # Only a parser SGLang itself ran on the host is "its own"; a replay is the option
+        # data of that release (facts/launch.py replay_launch), no host was asked.
+        who = "its own parser" if launch.parser == "sglang" else "its parser, replayed from data"
+        return launch.accepted_window_flags, f"SGLang {launch.parser_version} ({who})"
     if vf is not None:
         return list(vf.window_flags), f"SGLang {vf.label}"
     why = facts.sglang_version.error or facts.sglang_version.value
-    raise Skip(f"SGLang version unknown or not understood: {why}")
+    raise Unjudged(f"SGLang version unknown or not understood: {why}")
 
 
 @check(

@@ -21,14 +21,19 @@ class Fact(BaseModel, Generic[T]):
     value: T | None = None
     source: str | None = None
     error: str | None = None
+    # True when this kind of host never has the fact (offline: no log, GPUs, process): the
+    # checks that need it do not apply here; they did not fail to judge (--fail-on-skip).
+    out_of_reach: bool = False
 
     @classmethod
     def of(cls, value: T, source: str | None = None) -> Fact[T]:
         return cls(value=value, source=source)
 
     @classmethod
-    def missing(cls, error: str, source: str | None = None) -> Fact[T]:
-        return cls(error=error, source=source)
+    def missing(
+        cls, error: str, source: str | None = None, *, out_of_reach: bool = False
+    ) -> Fact[T]:
+        return cls(error=error, source=source, out_of_reach=out_of_reach)
 
 
 class DrafterConfig(BaseModel):

@@ -8,7 +8,13 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from dflash_doctor.errors import DoctorError, FactError, ServerChoice, validation_line
+from dflash_doctor.errors import (
+    DoctorError,
+    FactError,
+    OutOfReach,
+    ServerChoice,
+    validation_line,
+)
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.transport.base import Transport
 
@@ -24,6 +30,8 @@ def attempt(host: str, where: str, fn: Callable[[], T]) -> Fact[T]:
         raise  # the user's choice to make, not a fact to go without (errors.ServerChoice)
     except FactError as e:
         return Fact[T].missing(f"{host}:{where}: {e}", source=where)
+    except OutOfReach as e:
+        return Fact[T].missing(str(e), source=where, out_of_reach=True)
     except DoctorError as e:
         return Fact[T].missing(str(e), source=where)
     except ValidationError as e:

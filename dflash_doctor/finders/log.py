@@ -48,7 +48,7 @@ def find_log(
     """The server log's facts. `pythons`: interpreters that may run the log filter;
     `since`: how far back a runtime-kept log is read (`docker logs --since`)."""
     if t.log_refused is not None:
-        return Fact[LogFacts].missing(t.log_refused)
+        return Fact[LogFacts].missing(t.log_refused, out_of_reach=True)
     path = log_path(t, given, pid)
     if path is None and pid is not None:
         # A container's server logs to a pipe: its runtime (docker, kubelet) keeps it.

@@ -34,9 +34,12 @@ def find_capture_hook(
     if target is None or not target.architectures:
         return Fact[CaptureHook].missing(f"{host}: no target architecture known")
     if version is None or site is None:
+        # No installed SGLang to read (a gate, a declared version): DFD129 answers from the
+        # catalog's data, so this is no error to report (report.fact_errors).
         return Fact[CaptureHook].missing(
             f"{host}: the installed SGLang files were not found "
-            "(no sglang-*.dist-info beside the server's Python)"
+            "(no sglang-*.dist-info beside the server's Python)",
+            out_of_reach=True,
         )
     arch = target.architectures[0]
     answer = capture_support(version, arch)

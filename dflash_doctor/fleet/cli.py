@@ -28,7 +28,11 @@ report_app = typer.Typer(
 
 
 class MergeFormat(StrEnum):
+    """The formats of `check` and `gate` (render/formats.py REPORT_FORMATS)."""
+
     text = "text"
+    concise = "concise"
+    github = "github"
     json = "json"
     sarif = "sarif"
     junit = "junit"
@@ -44,7 +48,14 @@ _ReportsArg = Annotated[
     list[Path],
     typer.Argument(help="JSON reports of `check`/`gate --format json` (one per host)"),
 ]
-_FormatOpt = Annotated[MergeFormat, typer.Option("--format", help="fleet report format")]
+_FormatOpt = Annotated[
+    MergeFormat,
+    typer.Option(
+        "--format",
+        help="text, concise (one line per finding), github (Actions annotations), json, "
+        "sarif or junit",
+    ),
+]
 _FailOnOpt = Annotated[
     Severity, typer.Option("--fail-on", help="lowest severity that fails (exit 1)")
 ]
@@ -104,22 +115,12 @@ def _emit_fleet(report: FleetReport, fmt: MergeFormat, output: Path | None) -> N
     from rich.console import Console
 
     from dflash_doctor.errors import UsageError
-    from dflash_doctor.fleet.render import (
-        render_fleet_junit,
-        render_fleet_sarif,
-        render_fleet_terminal,
-    )
+    from dflash_doctor.fleet.render import render_fleet, render_fleet_terminal
 
-    json_text = report.model_dump_json(indent=2) + "\n"
-    machine = {
-        MergeFormat.text: None,
-        MergeFormat.json: json_text,
-        MergeFormat.sarif: render_fleet_sarif(report) if fmt is MergeFormat.sarif else None,
-        MergeFormat.junit: render_fleet_junit(report) if fmt is MergeFormat.junit else None,
-    }[fmt]
+    machine = render_fleet(report, fmt.value)
     if output is not None:
         try:
-            output.write_text(machine or json_text, encoding="utf-8")
+            output.write_text(machine or render_fleet(report, "json") or "", encoding="utf-8")
         except OSError as e:
             raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
     if machine is None:

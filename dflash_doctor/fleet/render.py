@@ -8,8 +8,7 @@ from rich.text import Text
 
 from dflash_doctor.fleet.drift import FLEET_CHECKS
 from dflash_doctor.fleet.merge import FleetReport
-from dflash_doctor.render.junit import render_junit
-from dflash_doctor.render.sarif import render_sarif
+from dflash_doctor.render.formats import render_format
 from dflash_doctor.render.terminal import render_terminal
 from dflash_doctor.render.text import clean
 
@@ -63,9 +62,7 @@ def render_fleet_terminal(report: FleetReport, console: Console) -> None:
     render_drift(report, console)
 
 
-def render_fleet_sarif(report: FleetReport, root: str = ".") -> str:
-    return render_sarif(report, root, FLEET_CHECKS.values())
-
-
-def render_fleet_junit(report: FleetReport) -> str:
-    return render_junit(report)
+def render_fleet(report: FleetReport, fmt: str, root: str = ".") -> str | None:
+    """The fleet report in `fmt` (render/formats.py), the drift check DFD170 among SARIF's
+    rules; None for text (render_fleet_terminal)."""
+    return render_format(report, fmt, root, FLEET_CHECKS.values())

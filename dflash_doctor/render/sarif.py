@@ -27,19 +27,27 @@ def _uri(path: str, root: str) -> str:
     return path.replace(os.sep, "/").lstrip("/")
 
 
-def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, Any]:
-    """Where code scanning shows a finding: flag, config key or log line, else the launch file."""
+def finding_place(finding: Finding, fallback: str | None) -> tuple[str | None, int | None]:
+    """Where a finding is shown (SARIF, concise, GitHub annotations): the evidence of its
+    flag, config key or log line, else `fallback` (the launch file) with no line."""
     evidence: Evidence | None = None
     for kind in LOCATION_ORDER:
         evidence = next((e for e in finding.evidence if e.kind == kind and e.file), None)
         if evidence is not None:
             break
-    file = evidence.file if evidence is not None else fallback
+    if evidence is None:
+        return fallback, None
+    return evidence.file, evidence.line or None
+
+
+def _location(finding: Finding, root: str, fallback: str | None) -> dict[str, Any]:
+    """Where code scanning shows a finding: flag, config key or log line, else the launch file."""
+    file, line = finding_place(finding, fallback)
     location: dict[str, Any] = {
         "physicalLocation": {"artifactLocation": {"uri": _uri(file or "unknown", root)}}
     }
-    if evidence is not None and evidence.line:
-        location["physicalLocation"]["region"] = {"startLine": evidence.line}
+    if line:
+        location["physicalLocation"]["region"] = {"startLine": line}
     return location
 
 

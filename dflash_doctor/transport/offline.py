@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_doctor.errors import Refused
+from dflash_doctor.errors import OutOfReach
 from dflash_doctor.transport.base import HostKind, Transport
 from dflash_doctor.transport.wrapped import Delegating
 
@@ -26,7 +26,7 @@ class OfflineTransport(Delegating):
     def _no_proc(self, path: str) -> str:
         # This machine's /proc is not the host's: no pid given or found is read here.
         if path == "/proc" or path.startswith("/proc/"):
-            raise Refused(f"{self.host}:{path}: offline: no process table")
+            raise OutOfReach(f"{self.host}:{path}: offline: no process table")
         return path
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
@@ -39,10 +39,10 @@ class OfflineTransport(Delegating):
         return self.inner.list_dir(self._no_proc(path))
 
     def process_ids(self) -> list[int]:
-        raise Refused(f"{self.host}: offline: no server process (give a launch file)")
+        raise OutOfReach(f"{self.host}: offline: no server process (give a launch file)")
 
     def gpu_table(self) -> bytes:
-        raise Refused(f"{self.host}: offline: no host to list GPUs of")
+        raise OutOfReach(f"{self.host}: offline: no host to list GPUs of")
 
     def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise Refused(f"{self.host}: offline: no running server, no log")
+        raise OutOfReach(f"{self.host}: offline: no running server, no log")

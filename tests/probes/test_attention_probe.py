@@ -314,6 +314,21 @@ def test_check_with_probe_puts_numbers_in_findings(tmp_path: Path) -> None:
         assert text.startswith("probe on cpu (trained window 128): at 512 tokens")
         assert "SGLang 0.5.13 (layer_types ignored)" in text
         assert "more draft KV" not in text  # the window saves no KV memory
+    # The terminal shows the probe's numbers under words, never their keys (issue 26).
+    import io
+
+    from rich.console import Console
+
+    from dflash_doctor.checks.impact_labels import CODE_KEY, IMPACT_LABELS
+    from dflash_doctor.render.terminal import render_terminal
+    from dflash_doctor.report import build_report
+
+    keys = {k for f in probed for k in f.impact if CODE_KEY.match(k)}
+    assert "probe_draft_reads_mib_per_step_served" in keys and keys <= IMPACT_LABELS.keys()
+    buf = io.StringIO()
+    render_terminal(build_report([report]), Console(file=buf, width=100, color_system=None))
+    assert not [k for k in keys if f"{k}:" in buf.getvalue()]
+    assert "Probe: relative L2 error, served vs trained attention: " in buf.getvalue()
 
 
 def probe_cli(*args: str) -> subprocess.CompletedProcess[str]:
