@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from dflash_doctor import __version__
+from dflash_doctor.checks import CATALOG
 from dflash_doctor.demo import demo_host
 from dflash_doctor.pipeline import check_host
 from dflash_doctor.render.terminal import render_terminal
@@ -166,7 +167,10 @@ def test_an_unreadable_fact_is_said_once() -> None:
     assert len(lines) == 1 and lines[0].startswith("could not read drafter: ")
     skipped = [ln for ln in p.stdout.splitlines() if "needs drafter" in ln]
     assert len(skipped) == 1 and "DFD102, " in skipped[0] and "DFD131" in skipped[0]
-    assert skipped[0].startswith("could not judge (10): DFD102, ")
+    # every check that needs the drafter, and only those, in one line
+    needing = sorted(i for i, c in CATALOG.items() if "drafter" in c.needs)
+    assert skipped[0].startswith(f"could not judge ({len(needing)}): DFD102, ")
+    assert skipped[0].split(": ")[1].split(", ") == needing
     assert skipped[0].endswith("needs drafter (could not read drafter, above)")
     assert "--drafter /nonexistent could not be read (see drafter above)" in p.stdout
     # the JSON report keeps every result's own reason

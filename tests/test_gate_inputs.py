@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dflash_doctor.checks import CATALOG
 from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
 from tests.conftest import REPO
 
@@ -182,7 +184,10 @@ def test_skip_reasons_fold_into_one_line_per_cause(tmp_path: Path) -> None:
     assert not [ln for ln in lines if "could not read" in ln]
     summary = lines[-1]
     # DFD131's info finding is no failure: only DFD130's warning fails, once per host
-    assert "checks 48 passed, 3 failed, 36 skipped" in summary, summary
+    counts = re.search(r"checks (\d+) passed, (\d+) failed, (\d+) skipped", summary)
+    assert counts is not None, summary
+    passed, failed, skipped = map(int, counts.groups())
+    assert failed == 3 and passed + failed + skipped == 3 * len(CATALOG), summary
 
 
 def test_a_pin_never_overrides_a_version_an_inventory_host_declares(repo: Path) -> None:
