@@ -66,6 +66,15 @@ SPEC: tuple[Spec, ...] = (
     ),
     Spec("draft_max_position_override", "fact", "Overriding the draft model's max_position"),
     Spec("request_abort", "fact", "self.rid=", ("srt/managers/schedule_batch.py",)),
+    # --speculative-adaptive turned off while ServerArgs is resolved (issue 25 item 5, DFD165),
+    # for the algorithm: the reason `adaptive_unsupported_reason` gives it (every release,
+    # srt/speculative/adaptive_spec_params.py), so the line names the algorithm it refused.
+    Spec(
+        "adaptive_disabled",
+        "fact",
+        "speculative_adaptive disabled: ",
+        fill=(("reason", "speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"),),
+    ),
     # Decode lines: built piece by piece (msg += ...); each piece is cited.
     Spec("decode_head", "decode", "Decode batch{", _METRICS),
     Spec("decode_accept", "decode", "accept len: {", _METRICS),
@@ -303,6 +312,15 @@ SPEC: tuple[Spec, ...] = (
         ("srt/models/dflash.py",),
         meaning="The target's captured hidden states do not have the width the drafter's fc layer expects: the drafter was built for another target (hidden size or captured layer count).",
         workaround="serve the drafter trained for this target model",
+    ),
+    # The decode server of a prefill/decode split (issue 25 item 6, DFD166): 0.5.11-0.5.13.post1
+    # build no DFLASH draft input for a request that arrives from the prefill server.
+    Spec(
+        "crash_pd_no_draft_input",
+        "crash",
+        "DFLASH decode requires DFlashDraftInput state on the running batch.",
+        meaning="The DFLASH decode step found no draft state for a request: on the decode server of a prefill/decode split (--disaggregation-mode decode) every request arrives so before 0.5.20.",
+        workaround="serve DFLASH without --disaggregation-mode, or upgrade SGLang to 0.5.20 or newer (its decode side builds the DFLASH draft input)",
     ),
     Spec(
         "crash_draft_oom",

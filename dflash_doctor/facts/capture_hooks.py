@@ -252,3 +252,28 @@ def first_registering(version: str, architecture: str) -> str | None:
     releases = [str(r) for r in data["releases"]]  # type: ignore[attr-defined]
     newer = [r for r in releases if release_key(r) > key and _in_runs(runs, r)]
     return newer[0] if newer else None
+
+
+@dataclass(frozen=True)
+class InertHook:
+    release: str  # the release whose data answered (the newest at or below the host's)
+    site: str  # srt/models/M.py:LINE, the return that drops the captured hidden states
+    note: str | None  # what the data says beyond the derived site (a public report's text)
+
+
+def inert_hook(version: str, architecture: str) -> InertHook | None:
+    """Whether the release's `architecture` has the hook but hands the drafter nothing it
+    captured (the data's `inert` list, scripts/gen_dflash_capture.py); None otherwise."""
+    data = _data()
+    releases = [str(r) for r in data["releases"]]  # type: ignore[attr-defined]
+    key = release_key(version)
+    below = [r for r in releases if release_key(r) <= key]
+    if not below:
+        return None
+    release = below[-1]
+    runs: list[list[str]] = data.get("inert", {}).get(architecture, [])  # type: ignore[attr-defined]
+    notes: dict[str, str] = data.get("inert_notes", {})  # type: ignore[assignment]
+    for site, first, last in runs:
+        if release_key(first) <= release_key(release) <= release_key(last):
+            return InertHook(release=release, site=site, note=notes.get(architecture))
+    return None

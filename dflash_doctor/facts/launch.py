@@ -118,6 +118,11 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--prefill-attention-backend",), "prefill_attention_backend", str),
     FlagSpec(("--decode-attention-backend",), "decode_attention_backend", str),
     FlagSpec(("--quantization",), "quantization", str),
+    # Issue 25: ignored (--speculative-adaptive, EAGLE/EAGLE3 only) or release-dependent
+    # (--disaggregation-mode) with DFLASH; option strings from `srt/server_args.py`
+    # 0.5.11:5530, 0.5.11:6419 (checks/adaptive_ignored.py, checks/disaggregation.py).
+    FlagSpec(("--speculative-adaptive",), "speculative_adaptive", bool, switch=True),
+    FlagSpec(("--disaggregation-mode",), "disaggregation_mode", str),
 )
 FLAG_BY_NAME = {flag: spec for spec in FLAG_SPECS for flag in spec.flags}
 

@@ -213,6 +213,9 @@ class LaunchArgs(BaseModel):
     prefill_attention_backend: str | None = None
     decode_attention_backend: str | None = None
     quantization: str | None = None
+    # Issue 25: what DFLASH ignores or serves only from some release (DFD165, DFD166).
+    speculative_adaptive: bool = False
+    disaggregation_mode: str | None = None
     # Options that a `--config` YAML file added to the command: option -> that file.
     config_options: dict[str, str] = Field(default_factory=dict)
     # Why the host's own SGLang parser was not asked (its interpreter not trusted to run).

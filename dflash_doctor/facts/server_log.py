@@ -66,10 +66,12 @@ _FALLBACKS = (
     "backend_fallback_trtllm_layers",
     "backend_fallback_platform",
 )
-STARTUP_PATTERNS = frozenset({*_FALLBACKS, "slow_max_running_48"})
+# `speculative_adaptive disabled: ...` too: logged while ServerArgs is resolved
+# (srt/server_args.py 0.5.11:3619-3630; arg_groups/speculative_hook.py 0.5.23:1374-1389).
+STARTUP_PATTERNS = frozenset({*_FALLBACKS, "slow_max_running_48", "adaptive_disabled"})
 # Known texts of the latest start kept as LogFacts.events.
 EVENT_KINDS = frozenset({"reject", "slow"})
-EVENT_FACTS = frozenset({"draft_max_position_override"})
+EVENT_FACTS = frozenset({"draft_max_position_override", "adaptive_disabled"})
 
 # The server_args fields kept from the log's dump (the table marks them `logged`).
 SERVER_ARGS_KEYS = frozenset(key for key, f in SGLANG_FIELDS.items() if f.logged)
