@@ -73,7 +73,9 @@ def _drops_aux(fn: ast.FunctionDef) -> int | None:
         if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 2
     ]
     returns_aux = [
-        r for r in pairs if ast.unparse(r.value.elts[1]) == "aux_hidden_states"  # type: ignore[union-attr]
+        r
+        for r in pairs
+        if ast.unparse(r.value.elts[1]) == "aux_hidden_states"  # type: ignore[union-attr]
     ]
     other = [r for r in pairs if r not in returns_aux]
     return other[0].lineno if builds and returns_aux and other else None

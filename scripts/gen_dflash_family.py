@@ -135,11 +135,21 @@ def disaggregation(root: Path) -> dict[str, object]:
         builder = f"{mixin}:{_line_of(root / mixin, 'if self.spec_algorithm.is_eagle():')}"
     line = _line_of(root / V1_CRASH[0], V1_CRASH[1])
     if line is not None:
-        return {"served": False, "site": builder, "crash": "sglang", "crash_site": f"{V1_CRASH[0]}:{line}"}
+        return {
+            "served": False,
+            "site": builder,
+            "crash": "sglang",
+            "crash_site": f"{V1_CRASH[0]}:{line}",
+        }
     for rel, needle in V2_CRASH:
         line = _line_of(root / rel, needle)
         if line is not None:
-            return {"served": False, "site": builder, "crash": "python", "crash_site": f"{rel}:{line}"}
+            return {
+                "served": False,
+                "site": builder,
+                "crash": "python",
+                "crash_site": f"{rel}:{line}",
+            }
     raise AssertionError(f"{root}: no decode-side crash site found")
 
 

@@ -10,6 +10,7 @@ from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Un
 from dflash_doctor.checks.thinking_drafter import known_drafter, thinking_on
 from dflash_doctor.checks.views import require_dflash
 from dflash_doctor.facts.bench_stats import COLLAPSE_ACCEPT_LENGTH, Interval, cell_interval
+from dflash_doctor.facts.capture_hooks import inert_hook
 from dflash_doctor.facts.models import BenchCell, BenchResult, HostFacts
 
 SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
@@ -57,6 +58,17 @@ def _shown(facts: HostFacts) -> list[str]:
             "set_dflash_layers_to_capture: the drafter gets no target hidden states (DFD129)"
         )
     drafter, target = facts.drafter.value, facts.target.value
+    inert = (
+        inert_hook(facts.sglang_version.value or "", target.architectures[0])
+        if target is not None and target.architectures and facts.sglang_version.value
+        else None
+    )
+    if inert is not None and target is not None:
+        found.append(
+            f"SGLang {inert.release}'s {target.architectures[0]} has the capture hook but "
+            f"drops what it captures ({inert.site}): the drafter gets the wrong tensors "
+            "(DFD167)"
+        )
     vocab = target.vocab_size if target is not None else None
     if drafter is not None and (
         drafter.mask_token_id is None or (vocab is not None and drafter.mask_token_id >= vocab)

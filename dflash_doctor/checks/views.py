@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dflash_doctor.checks.base import Evidence, Fix, Skip, Unjudged
+from dflash_doctor.facts.dflash_family import family_drafter, is_family_algorithm
 from dflash_doctor.facts.models import (
     DrafterConfig,
     HostFacts,
@@ -49,19 +50,40 @@ def version_evidence(facts: HostFacts) -> Evidence:
     )
 
 
+def not_dflash_reason(facts: HostFacts, algorithm: str) -> str:
+    """Why a DFLASH check skips a server whose algorithm is not DFLASH. A DFlash-family
+    server (DSPARK, or a family drafter under another algorithm name) is named as such,
+    never as one that "does not use DFLASH" (DFD168 describes it); the family is the
+    release's own (data/dflash_family.json, scripts/gen_dflash_family.py)."""
+    version = facts.sglang_version.value
+    if is_family_algorithm(algorithm, version):
+        return (
+            f"server uses {algorithm.upper()}, a DFlash-family algorithm this DFLASH check "
+            "does not judge (DFD168 describes it)"
+        )
+    drafter = facts.drafter.value
+    serving = drafter is not None and algorithm.lower() not in ("none", "")
+    found = family_drafter(version, drafter.architectures) if serving and drafter else None
+    if found is not None:
+        return (
+            f"server runs speculative algorithm {algorithm} with a DFlash-family drafter "
+            f"({found[0]}); this check judges DFLASH only (DFD168 describes the family)"
+        )
+    return f"server does not use DFLASH (speculative algorithm: {algorithm})"
+
+
 def require_dflash(facts: HostFacts) -> None:
     """Skip unless the server runs (or would run) DFLASH speculative decoding."""
     launch = facts.launch.value
     if launch is not None:
         if not launch.is_dflash:
-            algo = launch.speculative_algorithm or "none"
-            raise Skip(f"server does not use DFLASH (speculative algorithm: {algo})")
+            raise Skip(not_dflash_reason(facts, launch.speculative_algorithm or "none"))
         return
     log = facts.log.value
     if log is not None and log.dflash_init is None:
         logged = log.server_args_fields.get("speculative_algorithm")
         if logged is not None and logged.upper() != "DFLASH":
-            raise Skip(f"server does not use DFLASH (speculative algorithm: {logged})")
+            raise Skip(not_dflash_reason(facts, logged))
 
 
 def drafter(facts: HostFacts) -> DrafterConfig:

@@ -82,3 +82,14 @@ def family_drafter(version: str | None, architectures: list[str]) -> tuple[str, 
 def is_family_algorithm(algorithm: str | None, version: str | None) -> bool:
     """Whether SGLang of that release counts `algorithm` in the DFlash family."""
     return (algorithm or "").upper() in family_algorithms(version)
+
+
+def first_release_where(section: str, key: str, after: str) -> str | None:
+    """The first release in the data newer than `after` whose `section` entry has a true
+    `key` (e.g. the first whose decode side serves DFLASH under disaggregation)."""
+    data = _data()
+    for release in data["releases"]:
+        entry = data[section].get(release)
+        if _key(release) > _key(after) and entry is not None and entry.get(key):
+            return str(release)
+    return None
