@@ -81,8 +81,7 @@ def adaptive_ignored(facts: HostFacts) -> list[Finding]:
     """
     found = _from_log(facts) or _from_launch(facts)
     if found is None:
-        launch = facts.launch.value
-        if (launch is None or not launch.speculative_adaptive) and facts.log.value is None:
+        if facts.launch.value is None and facts.log.value is None:
             raise Skip("needs the launch command or the server log")
         return []
     algo, evidence = found
