@@ -25,7 +25,7 @@ DFLASH2_READS = (
     "(--speculative-num-draft-tokens must equal it; DFlash 2 drafters are trained at 8, "
     "SGLang's default without one is 16), its candidate selector needs "
     "dflash_config.selector_rank with selector_top_k and takes the top-k through flashinfer "
-    "(torch.topk without it, DFD150), and conv_kernel_size goes with conv_group_size"
+    "(torch.topk without it, DFD151), and conv_kernel_size goes with conv_group_size"
 )
 
 

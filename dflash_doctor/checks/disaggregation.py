@@ -66,7 +66,7 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
 
     **Versions.** No DFLASH draft input on the decode side: the EAGLE-only branch of
     `disaggregation/decode_schedule_batch_mixin.py` 0.5.11:136, then
-    `speculative/spec_info.py` 0.5.13:131-146 and 0.5.19:187-207 (EAGLE and DSPARK only).
+    `speculative/spec_info.py` 0.5.13:131-146, 0.5.19:187-207 (EAGLE and DSPARK only).
     The crash: `speculative/dflash_worker.py` 0.5.11:1186-1191, 0.5.13:1173-1178;
     `managers/schedule_batch.py` 0.5.14:2620-2621; `speculative/spec_utils.py`
     0.5.15:680-681, 0.5.19:1052-1053. Served: `speculative/spec_info.py` 0.5.20:214-220,

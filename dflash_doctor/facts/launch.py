@@ -119,8 +119,9 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--decode-attention-backend",), "decode_attention_backend", str),
     FlagSpec(("--quantization",), "quantization", str),
     # Issue 25: ignored (--speculative-adaptive, EAGLE/EAGLE3 only) or release-dependent
-    # (--disaggregation-mode) with DFLASH; option strings from `srt/server_args.py`
-    # 0.5.11:5530, 0.5.11:6419 (checks/adaptive_ignored.py, checks/disaggregation.py).
+    # (--disaggregation-mode) with DFLASH (checks/adaptive_ignored.py, disaggregation.py);
+    # option strings: `srt/server_args.py` 0.5.11:5530 for the first and
+    # `srt/server_args.py` 0.5.11:6419 for the second.
     FlagSpec(("--speculative-adaptive",), "speculative_adaptive", bool, switch=True),
     FlagSpec(("--disaggregation-mode",), "disaggregation_mode", str),
 )

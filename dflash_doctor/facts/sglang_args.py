@@ -103,9 +103,10 @@ SGLANG_FIELDS: dict[str, SGLangField] = {
         "decode_attention_backend", "--decode-attention-backend", logged=True
     ),
     "quantization": SGLangField("quantization", "--quantization"),
-    # ServerArgs fields in every release (`srt/server_args.py` 0.5.11:532, 0.5.11:724;
-    # `arg_groups/fields/spec.py` 0.5.23:237, `arg_groups/fields/disagg.py` 0.5.23:55):
-    # DFD165 and DFD166 read them from a log's dump too.
+    # ServerArgs fields in every release (adaptive: `srt/server_args.py` 0.5.11:532 and
+    # `arg_groups/fields/spec.py` 0.5.23:237; disaggregation: `srt/server_args.py`
+    # 0.5.11:724 and `arg_groups/fields/disagg.py` 0.5.23:55): DFD165 and DFD166 read
+    # them from a log's dump too.
     "speculative_adaptive": SGLangField(
         "speculative_adaptive", "--speculative-adaptive", logged=True
     ),
