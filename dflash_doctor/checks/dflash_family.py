@@ -57,6 +57,8 @@ def _flag_notes(served: Served, launch: LaunchArgs, version: str | None) -> None
             f"it: in SGLang {sink.release} only {', '.join(sink.value['readers'])} do, the "
             "EAGLE/MTP multi-step draft-decode path"
         )
+    if served.algorithm != "DFLASH" and launch.dflash_block_size is not None:
+        served.ignored.append(BLOCK_ALIAS)  # read in _handle_dflash only
     for flag in served.ignored:
         served.evidence.append(flag_evidence(launch, flag, f"{flag} is set"))
 
@@ -121,9 +123,11 @@ def dflash_family(facts: HostFacts) -> list[Finding]:
     **Fix safety.** Removing a flag SGLang ignores changes nothing the server does.
 
     **Versions.** The family: `speculative/spec_info.py` 0.5.16:118-119, 0.5.23:126-127;
-    DFlash 2: `models/dflash.py` 0.5.19:1146-1151, 0.5.23:1264-1278, the selector's top-k
+    DFlash 2 registered: `models/dflash.py` 0.5.19:1146-1151, 0.5.23:1317-1324; the class
+    `models/dflash.py` 0.5.23:1264-1278; the selector's top-k
     `models/dflash.py` 0.5.23:1158-1163, its fields `speculative/dflash_utils.py`
     0.5.23:619-649. DSPARK's sizes: `arg_groups/speculative_hook.py` 0.5.23:806-840. The
+    block alias, read by DFLASH's hook only: `arg_groups/speculative_hook.py` 0.5.23:368-387. The
     window warning: `arg_groups/speculative_hook.py` 0.5.16:114-119, 0.5.23:213-219. The
     sink: `arg_groups/speculative_hook.py` 0.5.23:221-235, read only by
     `speculative/spec_utils.py` 0.5.23:323-355.
