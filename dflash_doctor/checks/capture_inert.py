@@ -38,8 +38,8 @@ def capture_hook_inert(facts: HostFacts) -> list[Finding]:
 
     **Versions.** `Qwen4ExpForConditionalGeneration`, 0.5.20-0.5.23:
     the returns `models/qwen4_exp.py` 0.5.20:1707-1712, 0.5.23:2170-2175; the list filled
-    `models/qwen4_exp.py` 0.5.23:2104; the wrapper's unpacking `models/qwen3_vl.py` 0.5.23:1662-1664; the hook
-    `models/qwen3_5.py` 0.5.23:1889-1892.
+    `models/qwen4_exp.py` 0.5.23:2104; the wrapper's unpacking `models/qwen3_vl.py`
+    0.5.23:1662-1664; the hook `models/qwen3_5.py` 0.5.23:1889-1892.
     """
     require_dflash(facts)
     target = facts.target.value

@@ -31,6 +31,8 @@ DFLASH2_READS = (
 
 @dataclass
 class Served:
+    """What the launch serves of the family, and what the finding says about it."""
+
     algorithm: str
     member: str | None = None  # the family member beyond DFLASH + DFlashDraftModel
     notes: list[str] = field(default_factory=list)

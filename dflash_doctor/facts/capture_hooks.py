@@ -256,6 +256,8 @@ def first_registering(version: str, architecture: str) -> str | None:
 
 @dataclass(frozen=True)
 class InertHook:
+    """A release's capture hook for one architecture that collects nothing the drafter gets."""
+
     release: str  # the release whose data answered (the newest at or below the host's)
     site: str  # srt/models/M.py:LINE, the return that drops the captured hidden states
     note: str | None  # what the data says beyond the derived site (a public report's text)
