@@ -14,7 +14,8 @@ For every release unpacked under WHEELS/<version>/sglang it reads, as text with 
   ...` and run with static parameters;
 - prefill/decode disaggregation: whether the decode side builds a DFLASH draft input for a
   request that arrives from the prefill server (`build_disagg_draft_input` calls
-  `is_dflash()`), and where the decode step fails when it does not.
+  `is_dflash()`), the algorithms it builds one for, and where the decode step fails when
+  it does not.
 
 Each answer carries the file:line it was read from. `--check` exits 1 when the committed
 file differs from what the wheels give.
@@ -126,9 +127,11 @@ def disaggregation(root: Path) -> dict[str, object]:
     """Whether the decode side builds a DFLASH draft input, and where it fails if not."""
     tree = _parse(root / SPEC_INFO)
     fn = _function(tree, "build_disagg_draft_input") if tree is not None else None
-    dflash = [line for name, line in _is_calls(fn) if name == "DFLASH"] if fn else []
+    calls = _is_calls(fn) if fn is not None else [("EAGLE", 0)]  # 0.5.11-0.5.12: EAGLE only
+    algorithms = sorted({name for name, _ in calls})
+    dflash = [line for name, line in calls if name == "DFLASH"]
     if dflash:
-        return {"served": True, "site": f"{SPEC_INFO}:{dflash[0]}"}
+        return {"served": True, "algorithms": algorithms, "site": f"{SPEC_INFO}:{dflash[0]}"}
     builder = f"{SPEC_INFO}:{fn.lineno}" if fn is not None else None
     if builder is None:  # 0.5.11-0.5.12: the decode mixin builds EAGLE's input only
         mixin = "srt/disaggregation/decode_schedule_batch_mixin.py"
@@ -137,6 +140,7 @@ def disaggregation(root: Path) -> dict[str, object]:
     if line is not None:
         return {
             "served": False,
+            "algorithms": algorithms,
             "site": builder,
             "crash": "sglang",
             "crash_site": f"{V1_CRASH[0]}:{line}",
@@ -146,6 +150,7 @@ def disaggregation(root: Path) -> dict[str, object]:
         if line is not None:
             return {
                 "served": False,
+                "algorithms": algorithms,
                 "site": builder,
                 "crash": "python",
                 "crash_site": f"{rel}:{line}",

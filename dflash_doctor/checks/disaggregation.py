@@ -10,7 +10,7 @@ from dflash_doctor.checks.views import (
     require_dflash,
     version_evidence,
 )
-from dflash_doctor.facts.dflash_family import answer, first_release_where
+from dflash_doctor.facts.dflash_family import answer, first_release_where, is_family_algorithm
 from dflash_doctor.facts.models import HostFacts
 
 FLAG = "--disaggregation-mode"
@@ -35,6 +35,21 @@ def _mode(facts: HostFacts) -> tuple[str, Evidence] | None:
     return None
 
 
+def _algorithm(facts: HostFacts) -> str:
+    """The DFlash-family algorithm the server runs (DFLASH or DSPARK); Skip otherwise."""
+    launch = facts.launch.value
+    log = facts.log.value
+    algo = launch.speculative_algorithm if launch is not None else None
+    if launch is None and log is not None:
+        algo = log.server_args_fields.get("speculative_algorithm")
+    if algo is None and launch is None and log is not None and log.dflash_init is not None:
+        algo = "DFLASH"
+    if algo is None or not is_family_algorithm(algo, facts.sglang_version.value):
+        require_dflash(facts)  # names the server as the DFLASH checks do
+        raise Skip("no DFlash-family algorithm known for this server")
+    return algo.upper()
+
+
 @check("DFD166", "disaggregation-dflash", Severity.ERROR)
 def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     """Prefill/decode disaggregation with DFLASH on a release whose decode server crashes.
@@ -44,7 +59,8 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     decode-side crash of those releases. Which releases serve it is read from each
     release's `build_disagg_draft_input` (`data/dflash_family.json`,
     `scripts/gen_dflash_family.py`): the decode server builds a DFLASH draft input for a
-    request that arrives from the prefill server only from 0.5.20.
+    request that arrives from the prefill server only from 0.5.20. The family's other
+    member is judged the same way: DSPARK is served from 0.5.17 (0.5.16 crashes alike).
 
     **Why it hurts.** SGLang accepts the launch (no release refuses the pair at parse
     time) and both servers start; the first request that reaches the decode server kills
@@ -70,9 +86,11 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     The crash: `speculative/dflash_worker.py` 0.5.11:1186-1191, 0.5.13:1173-1178;
     `managers/schedule_batch.py` 0.5.14:2620-2621; `speculative/spec_utils.py`
     0.5.15:680-681, 0.5.19:1052-1053. Served: `speculative/spec_info.py` 0.5.20:214-220,
-    0.5.23:222-228. Mooncake's TP rule: `disaggregation/mooncake/conn.py` 0.5.23:948-961.
+    0.5.23:222-228; DSPARK `speculative/spec_info.py` 0.5.17:187-194, its crash on 0.5.16
+    `speculative/spec_utils.py` 0.5.16:836-837. Mooncake's TP rule:
+    `disaggregation/mooncake/conn.py` 0.5.23:948-961.
     """
-    require_dflash(facts)
+    algo = _algorithm(facts)
     version = facts.sglang_version.value
     log = facts.log.value
     crashed = log is not None and crashed_in_latest_start(log, CRASH)
@@ -84,7 +102,7 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     found = answer("disaggregation", version)
     if found is None:
         raise Skip(f"no disaggregation data for SGLang {version or 'of unknown version'}")
-    if found.value["served"] and not crashed:
+    if algo in found.value["algorithms"] and not crashed:
         return []
     evidence = [version_evidence(facts)]
     if mode is not None:
@@ -97,14 +115,16 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
         if found.value.get("crash") == "sglang"
         else PYTHON_TEXT
     )
-    served_from = first_release_where("disaggregation", "served", found.release)
+    served_from = first_release_where(
+        "disaggregation", lambda entry: algo in entry["algorithms"], found.release
+    )
     fixes = [Fix(action="upgrade_sglang", value=served_from)] if served_from else []
-    fixes.append(Fix(action="manual", note=f"or serve DFLASH without {FLAG}"))
+    fixes.append(Fix(action="manual", note=f"or serve {algo} without {FLAG}"))
     return [
         disaggregation_dflash.finding(
-            title=f"SGLang {version} crashes DFLASH on the decode server of a PD split",
+            title=f"SGLang {version} crashes {algo} on the decode server of a PD split",
             message=(
-                f"The decode server of SGLang {found.release} builds no DFLASH draft input "
+                f"The decode server of SGLang {found.release} builds no {algo} draft input "
                 "for a request handed over by the prefill server, so the first such request "
                 f"kills its scheduler (`{crash_text}`, read at {found.value['crash_site']}). "
                 f"{'SGLang ' + served_from + ' and newer serve it.' if served_from else ''}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -84,12 +85,12 @@ def is_family_algorithm(algorithm: str | None, version: str | None) -> bool:
     return (algorithm or "").upper() in family_algorithms(version)
 
 
-def first_release_where(section: str, key: str, after: str) -> str | None:
-    """The first release in the data newer than `after` whose `section` entry has a true
-    `key` (e.g. the first whose decode side serves DFLASH under disaggregation)."""
+def first_release_where(section: str, test: Callable[[Any], bool], after: str) -> str | None:
+    """The first release in the data newer than `after` whose `section` entry passes `test`
+    (e.g. the first whose decode side builds a DSPARK draft input under disaggregation)."""
     data = _data()
     for release in data["releases"]:
         entry = data[section].get(release)
-        if _key(release) > _key(after) and entry is not None and entry.get(key):
+        if _key(release) > _key(after) and entry is not None and test(entry):
             return str(release)
     return None

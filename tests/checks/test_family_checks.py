@@ -124,6 +124,16 @@ def test_dfd166_clean_from_0_5_20(version: str) -> None:
     assert result("DFD166", host_facts(launch_args=args, version=version)).status == "passed"
 
 
+def test_dfd166_judges_dspark_by_its_own_releases() -> None:
+    args = launch("--speculative-algorithm", "DSPARK", "--disaggregation-mode", "decode")
+    (f,) = result("DFD166", host_facts(launch_args=args, version="0.5.16")).findings
+    assert "DSPARK" in f.title and f.fixes[0].value == "0.5.17"
+    assert result("DFD166", host_facts(launch_args=args, version="0.5.17")).status == "passed"
+    # Before 0.5.16 DSPARK is no family member: the DFLASH skip speaks.
+    r = result("DFD166", host_facts(launch_args=args, version="0.5.15"))
+    assert r.status == "skipped" and "does not use DFLASH" in (r.reason or "")
+
+
 def test_dfd166_clean_without_disaggregation() -> None:
     for args in (launch(), launch("--disaggregation-mode", "null")):
         assert result("DFD166", host_facts(launch_args=args, version="0.5.19")).status == "passed"
