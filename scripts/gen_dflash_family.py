@@ -158,20 +158,39 @@ def disaggregation(root: Path) -> dict[str, object]:
     raise AssertionError(f"{root}: no decode-side crash site found")
 
 
+HOOK = "srt/arg_groups/speculative_hook.py"
+
+
+def _guarded(root: Path, needle: str, files: tuple[str, ...] = (HOOK,)) -> dict[str, object] | None:
+    """The algorithms the `speculative_algorithm not in (...)` test just above the text
+    `needle` lets through (none for an `is not None` test), and the test's line; None where
+    the release has no such text."""
+    for rel in files:
+        line = _line_of(root / rel, needle)
+        if line is None:
+            continue
+        lines = (root / rel).read_text("utf-8", "replace").splitlines()
+        for i in range(line - 1, max(line - 8, 0), -1):
+            m = re.search(r"speculative_algorithm not in \(([^)]*)\)", lines[i - 1])
+            if m:
+                names = re.findall(r'"([A-Z0-9_]+)"', m.group(1))
+                return {"algorithms": names, "site": f"{rel}:{i}"}
+            if re.search(r"speculative_algorithm is not None", lines[i - 1]):
+                return {"algorithms": [], "site": f"{rel}:{i}"}
+    return None
+
+
 def window(root: Path) -> dict[str, object] | None:
     """The algorithms the draft window flag is honoured for, from the `... has no effect
     with speculative_algorithm=%s` warning's test (0.5.13+); None where there is none."""
-    rel = "srt/arg_groups/speculative_hook.py"
-    line = _line_of(root / rel, "draft-window-size has no effect")
-    if line is None:
-        return None
-    lines = (root / rel).read_text("utf-8", "replace").splitlines()
-    for i in range(line - 1, max(line - 8, 0), -1):
-        m = re.search(r"speculative_algorithm not in \(([^)]*)\)", lines[i - 1])
-        if m:
-            names = re.findall(r'"([A-Z0-9_]+)"', m.group(1))
-            return {"algorithms": names, "site": f"{rel}:{i}"}
-    return None
+    return _guarded(root, "draft-window-size has no effect")
+
+
+def decode_radix(root: Path) -> dict[str, object] | None:
+    """The algorithms a PD decode server may run with
+    --disaggregation-decode-enable-radix-cache; the others are refused at start-up."""
+    files = (HOOK, "srt/arg_groups/pd_disaggregation_hook.py", "srt/server_args.py")
+    return _guarded(root, '"with speculative decoding "', files)
 
 
 def sink(root: Path) -> dict[str, object] | None:
@@ -202,6 +221,7 @@ def generate(wheels: Path) -> dict[str, object]:
         "adaptive": {v: adaptive(r) for v, r in roots.items()},
         "disaggregation": {v: disaggregation(r) for v, r in roots.items()},
         "window": {v: window(r) for v, r in roots.items()},
+        "decode_radix": {v: decode_radix(r) for v, r in roots.items()},
         "sink": {v: sink(r) for v, r in roots.items()},
     }
 

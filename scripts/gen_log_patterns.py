@@ -322,6 +322,20 @@ SPEC: tuple[Spec, ...] = (
         meaning="The DFLASH decode step found no draft state for a request: on the decode server of a prefill/decode split (--disaggregation-mode decode) every request arrives so before 0.5.20.",
         workaround="serve DFLASH without --disaggregation-mode, or upgrade SGLang to 0.5.20 or newer (its decode side builds the DFLASH draft input)",
     ),
+    # ... and every release refuses a PD decode server's radix cache with DFLASH (DFD166).
+    Spec(
+        "crash_pd_decode_radix_cache",
+        "crash",
+        "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding",
+        meaning="SGLang refuses --disaggregation-decode-enable-radix-cache on a PD decode server with DFLASH at start-up (every release; 0.5.21+ allow DSPARK, 0.5.23 EAGLE/EAGLE3 too).",
+        workaround="remove --disaggregation-decode-enable-radix-cache from the decode server's launch",
+        # the algorithm field, as each release spells it: DFLASH's refusal only
+        fill=(
+            ("self.speculative_algorithm", "DFLASH"),
+            ("server_args.speculative_algorithm", "DFLASH"),
+            ("cfg.speculative_algorithm", "DFLASH"),
+        ),
+    ),
     Spec(
         "crash_draft_oom",
         "crash",

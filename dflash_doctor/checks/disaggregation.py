@@ -10,11 +10,17 @@ from dflash_doctor.checks.views import (
     require_dflash,
     version_evidence,
 )
-from dflash_doctor.facts.dflash_family import answer, first_release_where, is_family_algorithm
+from dflash_doctor.facts.dflash_family import (
+    Answer,
+    answer,
+    first_release_where,
+    is_family_algorithm,
+)
 from dflash_doctor.facts.models import HostFacts
 
 FLAG = "--disaggregation-mode"
 CRASH = "crash_pd_no_draft_input"
+RADIX_FLAG = "--disaggregation-decode-enable-radix-cache"
 PYTHON_TEXT = "'NoneType' object has no attribute 'prepare_for_decode'"
 
 
@@ -61,6 +67,10 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     `scripts/gen_dflash_family.py`): the decode server builds a DFLASH draft input for a
     request that arrives from the prefill server only from 0.5.20. The family's other
     member is judged the same way: DSPARK is served from 0.5.17 (0.5.16 crashes alike).
+    A decode server launched with `--disaggregation-decode-enable-radix-cache` is refused
+    at start-up in every release (`... is incompatible with speculative decoding
+    (--speculative-algorithm DFLASH)`; DSPARK is let through from 0.5.21), read from the
+    release's own test.
 
     **Why it hurts.** SGLang accepts the launch (no release refuses the pair at parse
     time) and both servers start; the first request that reaches the decode server kills
@@ -87,11 +97,12 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     `managers/schedule_batch.py` 0.5.14:2620-2621; `speculative/spec_utils.py`
     0.5.15:680-681, 0.5.19:1052-1053. Served: `speculative/spec_info.py` 0.5.20:214-220,
     0.5.23:222-228; DSPARK `speculative/spec_info.py` 0.5.17:187-194, its crash on 0.5.16
-    `speculative/spec_utils.py` 0.5.16:836-837. Mooncake's TP rule:
+    `speculative/spec_utils.py` 0.5.16:836-837. The radix cache refusal: `srt/server_args.py`
+    0.5.11:3751-3756; `arg_groups/pd_disaggregation_hook.py` 0.5.13:41-46, 0.5.21:97-102;
+    `arg_groups/speculative_hook.py` 0.5.23:164-173. Mooncake's TP rule:
     `disaggregation/mooncake/conn.py` 0.5.23:948-961.
     """
     algo = _algorithm(facts)
-    version = facts.sglang_version.value
     log = facts.log.value
     crashed = log is not None and crashed_in_latest_start(log, CRASH)
     mode = _mode(facts)
@@ -99,15 +110,27 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
         if facts.launch.value is None and log is None:
             raise Skip("needs the launch command or the server log")
         return []
-    found = answer("disaggregation", version)
+    found = answer("disaggregation", facts.sglang_version.value)
     if found is None:
-        raise Skip(f"no disaggregation data for SGLang {version or 'of unknown version'}")
-    if algo in found.value["algorithms"] and not crashed:
-        return []
+        raise Skip(f"no disaggregation data for SGLang {facts.sglang_version.value}")
+    findings = []
+    if crashed or algo not in found.value["algorithms"]:
+        findings.append(_crash_finding(facts, algo, mode, found))
+    radix = _radix_refusal(facts, algo, mode)
+    if radix is not None:
+        findings.append(radix)
+    return findings
+
+
+def _crash_finding(
+    facts: HostFacts, algo: str, mode: tuple[str, Evidence] | None, found: Answer
+) -> Finding:
+    """The decode server's crash on a release that builds no draft input for `algo`."""
     evidence = [version_evidence(facts)]
     if mode is not None:
         evidence.append(mode[1])
-    if crashed and log is not None:
+    log = facts.log.value
+    if log is not None and crashed_in_latest_start(log, CRASH):
         event = log.crashes[CRASH]
         evidence.append(log_evidence(log, event.last.line, event.last.text))
     crash_text = (
@@ -115,21 +138,49 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
         if found.value.get("crash") == "sglang"
         else PYTHON_TEXT
     )
+    where = found.value.get("crash_site", "the log")
     served_from = first_release_where(
         "disaggregation", lambda entry: algo in entry["algorithms"], found.release
     )
     fixes = [Fix(action="upgrade_sglang", value=served_from)] if served_from else []
     fixes.append(Fix(action="manual", note=f"or serve {algo} without {FLAG}"))
-    return [
-        disaggregation_dflash.finding(
-            title=f"SGLang {version} crashes {algo} on the decode server of a PD split",
-            message=(
-                f"The decode server of SGLang {found.release} builds no {algo} draft input "
-                "for a request handed over by the prefill server, so the first such request "
-                f"kills its scheduler (`{crash_text}`, read at {found.value['crash_site']}). "
-                f"{'SGLang ' + served_from + ' and newer serve it.' if served_from else ''}"
-            ).strip(),
-            evidence=evidence,
-            fixes=fixes,
-        )
-    ]
+    later = f" SGLang {served_from} and newer serve it." if served_from else ""
+    return disaggregation_dflash.finding(
+        title=f"SGLang {facts.sglang_version.value} crashes {algo} on the decode server "
+        "of a PD split",
+        message=(
+            f"The decode server of SGLang {found.release} builds no {algo} draft input "
+            "for a request handed over by the prefill server, so the first such request "
+            f"kills its scheduler (`{crash_text}`, read at {where}).{later}"
+        ),
+        evidence=evidence,
+        fixes=fixes,
+    )
+
+
+def _radix_refusal(
+    facts: HostFacts, algo: str, mode: tuple[str, Evidence] | None
+) -> Finding | None:
+    """A PD decode server's radix cache, which SGLang refuses with `algo` at start-up."""
+    launch = facts.launch.value
+    present = launch.flags_present + launch.other_flags if launch is not None else []
+    refused = answer("decode_radix", facts.sglang_version.value)
+    if (
+        launch is None
+        or mode is None
+        or mode[0] != "decode"
+        or RADIX_FLAG not in present
+        or refused is None
+        or algo in refused.value["algorithms"]
+    ):
+        return None
+    return disaggregation_dflash.finding(
+        title=f"SGLang refuses {RADIX_FLAG} on a {algo} decode server",
+        message=(
+            f"SGLang {refused.release} refuses to start: `{RADIX_FLAG} is incompatible with "
+            f"speculative decoding (--speculative-algorithm {algo})` "
+            f"({refused.value['site']})."
+        ),
+        evidence=[version_evidence(facts), mode[1], flag_evidence(launch, RADIX_FLAG, RADIX_FLAG)],
+        fixes=[Fix(action="remove_flag", flag=RADIX_FLAG)],
+    )

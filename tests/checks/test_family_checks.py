@@ -134,6 +134,24 @@ def test_dfd166_judges_dspark_by_its_own_releases() -> None:
     assert r.status == "skipped" and "does not use DFLASH" in (r.reason or "")
 
 
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
+def test_dfd166_the_decode_radix_cache_is_refused_with_dflash(version: str) -> None:
+    args = launch("--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache")
+    findings = result("DFD166", host_facts(launch_args=args, version=version)).findings
+    refusal = [f for f in findings if "refuses" in f.title]
+    assert len(refusal) == 1 and refusal[0].fixes[0].action == "remove_flag"
+    # DSPARK (served by PD from 0.5.17) is let through from 0.5.21 only.
+    dspark = launch(
+        "--speculative-algorithm",
+        "DSPARK",
+        "--disaggregation-mode",
+        "decode",
+        "--disaggregation-decode-enable-radix-cache",
+    )
+    assert result("DFD166", host_facts(launch_args=dspark, version="0.5.21")).findings == []
+    assert result("DFD166", host_facts(launch_args=dspark, version="0.5.20")).findings
+
+
 def test_dfd166_clean_without_disaggregation() -> None:
     for args in (launch(), launch("--disaggregation-mode", "null")):
         assert result("DFD166", host_facts(launch_args=args, version="0.5.19")).status == "passed"
