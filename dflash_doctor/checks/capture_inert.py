@@ -19,7 +19,9 @@ def capture_hook_inert(facts: HostFacts) -> list[Finding]:
     release) and is generated from the wheels by `scripts/gen_dflash_capture.py`: a model
     `forward` in the registering module that fills `aux_hidden_states` from the layers the
     hook marked and returns another pair first. What reading cannot derive (a public
-    report's exception text) stays in the data's `inert_notes`, said to be so.
+    report's exception text) stays in the data's `inert_notes`, said to be so. The verdict
+    comes from the release's data: the host's own files answer only whether the hook exists
+    (DFD129), so a patched build that hands the layers over is still named here.
 
     **Why it hurts.** SGLang starts (the hook exists, so the start-up test passes) and the
     drafter is conditioned on the wrong tensors: acceptance sits near 1.0 (DFD143) with no

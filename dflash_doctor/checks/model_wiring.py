@@ -104,7 +104,8 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
     **What it finds.** The DFLASH target must implement `set_dflash_layers_to_capture`
     (the drafter conditions on hidden states tapped from target layers). Which model
     classes implement it changes release by release; the catalog's per-version list is
-    generated from the published wheels (`scripts/gen_dflash_capture.py`).
+    generated from the published wheels (`scripts/gen_dflash_capture.py`). A class that
+    has the hook but drops what it captures is DFD167's (the same data's `inert` list).
 
     **Why it hurts.** SGLang stops while loading the target (`Model X does not implement
     set_dflash_layers_to_capture, which is required for DFLASH.`; from 0.5.16 `Model X
