@@ -112,7 +112,10 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
         return []
     found = answer("disaggregation", facts.sglang_version.value)
     if found is None:
-        raise Skip(f"no disaggregation data for SGLang {facts.sglang_version.value}")
+        version = facts.sglang_version.value
+        raise Skip(
+            f"no disaggregation data for SGLang {version}" if version else "SGLang version unknown"
+        )
     findings = []
     if crashed or algo not in found.value["algorithms"]:
         findings.append(_crash_finding(facts, algo, mode, found))

@@ -63,16 +63,24 @@ def answer(section: str, version: str | None) -> Answer | None:
     return Answer(release=release, exact=_key(release) == key, value=value)
 
 
+def _family(version: str | None) -> Answer | None:
+    """The family entry of that release; the newest release's where the version is not
+    known (a family name is recognised, never denied, for want of a version)."""
+    if not version or not re.match(r"\s*v?\d", version):
+        return answer("family", _data()["releases"][-1])
+    return answer("family", version)
+
+
 def family_algorithms(version: str | None) -> tuple[str, ...]:
-    """The DFlash family's algorithm names in that release (DFLASH when unknown)."""
-    found = answer("family", version)
+    """The DFlash family's algorithm names in that release (DFLASH before the data)."""
+    found = _family(version)
     return tuple(found.value["algorithms"]) if found is not None else ("DFLASH",)
 
 
 def family_drafter(version: str | None, architectures: list[str]) -> tuple[str, str] | None:
     """(architecture, registering module) of the first of `architectures` that the release
     registers as a DFlash-family drafter; None for none. Unknown release: the newest's."""
-    found = answer("family", version) or answer("family", _data()["releases"][-1])
+    found = _family(version)
     drafters: dict[str, str] = found.value["drafters"] if found is not None else {}
     for arch in architectures:
         if arch in drafters:

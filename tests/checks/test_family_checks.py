@@ -213,6 +213,8 @@ def test_dfd143_names_the_inert_hook_as_a_cause() -> None:
 def test_the_family_per_release() -> None:
     assert family_algorithms("0.5.15.post1") == ("DFLASH",)
     assert family_algorithms("0.5.16") == ("DFLASH", "DSPARK")
+    assert family_algorithms(None) == family_algorithms("0.5.23")  # unknown: the newest
+    assert family_algorithms("0.5.10") == ("DFLASH",)
     assert family_drafter("0.5.18", ["DFlash2DraftModel"]) is None
     assert family_drafter("0.5.19", ["DFlash2DraftModel"]) == ("DFlash2DraftModel", "dflash")
     assert family_drafter("0.5.23", ["MiniMaxDFlash2DraftModel"]) is not None
