@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.views import flag_evidence, log_evidence
 from dflash_doctor.facts.dflash_family import answer, is_family_algorithm
 from dflash_doctor.facts.models import HostFacts
@@ -82,7 +82,7 @@ def adaptive_ignored(facts: HostFacts) -> list[Finding]:
     found = _from_log(facts) or _from_launch(facts)
     if found is None:
         if facts.launch.value is None and facts.log.value is None:
-            raise Skip("needs the launch command or the server log")
+            raise Unjudged("needs the launch command or the server log")
         return []
     algo, evidence = found
     return [

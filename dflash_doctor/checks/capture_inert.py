@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import require_dflash, version_evidence
 from dflash_doctor.facts.capture_hooks import HOOK, inert_hook
 from dflash_doctor.facts.models import HostFacts
@@ -46,12 +46,12 @@ def capture_hook_inert(facts: HostFacts) -> list[Finding]:
     require_dflash(facts)
     target = facts.target.value
     if target is None:
-        raise Skip(f"target config unavailable: {facts.target.error}")
+        raise Unjudged(f"target config unavailable: {facts.target.error}")
     if not target.architectures:
-        raise Skip("the target config lists no architectures")
+        raise Unjudged("the target config lists no architectures")
     version = facts.sglang_version.value
     if not version:
-        raise Skip("SGLang version unknown")
+        raise Unjudged("SGLang version unknown")
     arch = target.architectures[0]
     host = facts.capture_hook.value
     if host is not None and host.architecture == arch and not host.implements:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.views import config_evidence, flag_evidence, startup_release
 from dflash_doctor.facts.dflash_family import answer, family_drafter, is_family_algorithm
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
@@ -68,7 +68,7 @@ def _flag_notes(served: Served, launch: LaunchArgs, version: str | None) -> None
 def _served(facts: HostFacts) -> Served | None:
     launch = facts.launch.value
     if launch is None:
-        raise Skip("needs the launch command")
+        raise Unjudged("needs the launch command")
     version = startup_release(facts)
     algo = (launch.speculative_algorithm or "").upper()
     if not is_family_algorithm(algo, version):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.views import (
     crashed_in_latest_start,
     flag_evidence,
@@ -52,7 +52,7 @@ def _algorithm(facts: HostFacts) -> str:
         algo = "DFLASH"
     if algo is None or not is_family_algorithm(algo, facts.sglang_version.value):
         require_dflash(facts)  # names the server as the DFLASH checks do
-        raise Skip("no DFlash-family algorithm known for this server")
+        raise Unjudged("no speculative algorithm known for this server (no launch, no logged args)")
     return algo.upper()
 
 
@@ -108,12 +108,12 @@ def disaggregation_dflash(facts: HostFacts) -> list[Finding]:
     mode = _mode(facts)
     if mode is None and not crashed:
         if facts.launch.value is None and log is None:
-            raise Skip("needs the launch command or the server log")
+            raise Unjudged("needs the launch command or the server log")
         return []
     found = answer("disaggregation", facts.sglang_version.value)
     if found is None:
         version = facts.sglang_version.value
-        raise Skip(
+        raise Unjudged(
             f"no disaggregation data for SGLang {version}" if version else "SGLang version unknown"
         )
     findings = []
