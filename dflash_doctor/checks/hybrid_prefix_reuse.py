@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
-from dflash_doctor.checks.views import require_dflash, startup_release
-from dflash_doctor.checks.window import argv_value
+from dflash_doctor.checks.views import argv_value, require_dflash, startup_release
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.sglang_versions import Version, parse_version
 

@@ -15,8 +15,7 @@ from importlib import resources
 from typing import Any
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
-from dflash_doctor.checks.views import require_dflash, startup_release
-from dflash_doctor.checks.window import argv_value
+from dflash_doctor.checks.views import argv_value, require_dflash, startup_release
 from dflash_doctor.facts.models import BenchResult, HostFacts
 from dflash_doctor.sglang_versions import Version, parse_version
 

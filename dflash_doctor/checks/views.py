@@ -575,3 +575,15 @@ def bench_evidence(facts: HostFacts) -> tuple[list[Evidence], dict[str, float | 
         f"accept length {curve}"
     )
     return [Evidence(kind="derived", text=text)], impact
+
+
+def argv_value(launch: LaunchArgs, flag: str) -> str | None:
+    """The value of `flag` in the launch argv (`--flag V` or `--flag=V`), last one wins."""
+    value: str | None = None
+    argv = launch.argv
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value

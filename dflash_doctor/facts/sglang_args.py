@@ -32,7 +32,8 @@ class SGLangField(NamedTuple):
 
 # The one table of SGLang's fields: the host's parser (this script), the offline replay
 # (facts/launch.py LAUNCH_FIELDS), the log's server_args (facts/server_log.py
-# SERVER_ARGS_KEYS) and DFD141's comparison (checks/runtime_args.py) all derive from it.
+# SERVER_ARGS_KEYS) and DFD141's comparison (checks/launch_file_not_what_runs.py) all
+# derive from it.
 # Several names fill one field where older releases used another dest: --tp-size's is
 # tensor_parallel_size in 0.5.11 (srt/server_args.py:4663); --pp-size / --dp-size keep
 # pipeline_parallel_size / data_parallel_size there (0.5.11 server_args.py:4685, 5117);

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.checks.base import CheckResult, Evidence, Finding, Fix, Severity
-from dflash_doctor.checks.window import draft_kv_memory, window_flag_spelling
+from dflash_doctor.checks.draft_kv_memory import draft_kv_memory
+from dflash_doctor.checks.window_flag_spelling import window_flag_spelling
 from tests.conftest import REPO
 
 CHECKS_DIR = REPO / "dflash_doctor" / "checks"

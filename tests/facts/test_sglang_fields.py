@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from dflash_doctor.checks.runtime_args import COMPARED, WINDOW_KEYS
+from dflash_doctor.checks.launch_file_not_what_runs import COMPARED, WINDOW_KEYS
 from dflash_doctor.facts import sglang_options as so
 from dflash_doctor.facts.launch import FLAG_BY_NAME, LAUNCH_FIELDS
 from dflash_doctor.facts.models import LaunchArgs
