@@ -187,7 +187,9 @@ def _plan(
         # The launch is the inventory's own `launch:` entry: edit that file, here.
         # Written here, never relaunched (the host runs what the inventory says later).
         writer = open_here("local")
-        plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits, writer))
+        update = InventoryEntry().rewrite(spec, plan.edits, writer, plan.launch)
+        update["manual"] = [*plan.manual, *update["manual"]]
+        plan = plan.model_copy(update=update)
     return plan, writer
 
 
