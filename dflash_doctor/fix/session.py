@@ -259,6 +259,6 @@ def _outcome(
         plan=view,
         bench=bench,
         steps=[redact_text(step) for step in out.steps],
-        message=out.message,
+        message=redact_text(out.message) if out.message is not None else None,
         log_tail=[redact_text(line) for line in out.log_tail],
     )
