@@ -64,7 +64,7 @@ def _finding(f: Finding) -> Panel:
         if fix.note and fix.action != "manual":  # a manual fix's note is its description
             line.append(clean(f"  ({fix.note})"), style="dim")
         body.append(line)
-    title = Text(f"{f.check_id} {f.severity.value}", style=STYLE[f.severity])
+    title = Text(clean(f"{f.check_id} {f.severity.value}"), style=STYLE[f.severity])
     return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
 
 
@@ -109,17 +109,19 @@ def render_terminal(report: Report, console: Console) -> None:
                 )
         if host.pending_relaunch is not None:
             line = Text("Pending relaunch: ", style="bold yellow")
-            line.append(host.pending_relaunch)
+            line.append(clean(host.pending_relaunch))
             console.print(line)
         if host.fix_command is not None:
             where = f"edits {host.fix_file}" if host.fix_file else "prints the new command line"
             line = Text("To fix: ", style="bold green")
-            line.append(host.fix_command)
-            line.append(f"  (backs up and {where}; without --apply: the diff only)", style="dim")
+            line.append(clean(host.fix_command))  # a merged report's text: the host's
+            line.append(
+                clean(f"  (backs up and {where}; without --apply: the diff only)"), style="dim"
+            )
             console.print(line)
         passed = [r.check_id for r in host.results if r.status == "passed"]
         if passed:
-            console.print(Text("passed: " + ", ".join(passed), style="green"))
+            console.print(Text(clean("passed: " + ", ".join(passed)), style="green"))
         for reason, checks in _skips(host).items():
             console.print(Text(clean(f"skipped {', '.join(checks)}: {reason}"), style="dim"))
     for note in report.notes:
