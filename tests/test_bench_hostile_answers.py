@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,13 @@ from tests.conftest import DEMO_HOST, REPO
 ESC = "\x1b]0;owned\x07\x1b[2J"
 
 
-def _cell(meta: dict[str, object], wall: object = 1.0) -> BenchCell:
+def _cell(meta: Mapping[str, object], wall: object = 1.0) -> BenchCell:
     cell = BenchCell(context=1024, concurrency=2, temperature=0.0, max_new_tokens=32)
     for repeat in range(2):
-        rows = [request_row(meta, 0.5), request_row(meta, 0.6)]  # the host client's own rows
+        rows = [
+            request_row(dict(meta), 0.5),
+            request_row(dict(meta), 0.6),
+        ]  # the host client's own rows
         _add_repeat(cell, {"wall_s": wall, "requests": rows}, repeat)
     return cell
 

@@ -15,6 +15,7 @@ systemd would expand) is refused the same way.
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 from collections.abc import Callable
@@ -89,7 +90,8 @@ def read_inline(text: str) -> Reading:
     """A one-line command as `shlex.split` reads it (an inventory's `launch:` string): every
     word with the characters it came from, so an edit touches those only (issue 22 item 10:
     the flags around it, ones SGLang does not know included, keep their spelling)."""
-    lex = shlex.shlex(text, posix=True)
+    stream = io.StringIO(text)
+    lex = shlex.shlex(stream, posix=True)
     lex.whitespace_split, lex.commenters = True, ""
     words: list[str] = []
     spans: list[Span] = []
@@ -98,7 +100,7 @@ def read_inline(text: str) -> Reading:
         while (word := lex.get_token()) is not None:
             while at < len(text) and text[at] in lex.whitespace:
                 at += 1
-            end = lex.instream.tell()
+            end = stream.tell()
             if end > at and end <= len(text) and text[end - 1] in lex.whitespace:
                 end -= 1  # the blank that ended the word was read with it
             words.append(word)

@@ -18,6 +18,7 @@ import hmac
 import os
 import re
 import stat
+from typing import Any
 
 import paramiko
 
@@ -85,9 +86,10 @@ def host_matches(hostname: str, patterns: list[str]) -> bool:
 class KnownHosts(paramiko.HostKeys):
     """paramiko's HostKeys with OpenSSH's patterns and a bounded, non-blocking load."""
 
-    def load(self, filename: str) -> None:
+    def load(self, filename: Any) -> None:
         """Add the entries of `filename` (paramiko's lines; markers skipped)."""
-        for lineno, line in enumerate(read_bounded(filename).splitlines(), 1):
+        entries: list[paramiko.hostkeys.HostKeyEntry] = self._entries  # type: ignore[attr-defined]
+        for lineno, line in enumerate(read_bounded(os.fsdecode(filename)).splitlines(), 1):
             line = line.strip()
             if not line or line.startswith(("#", "@")):
                 continue
@@ -98,7 +100,7 @@ class KnownHosts(paramiko.HostKeys):
             if entry is not None and entry.key is not None:
                 # Appended, not deduplicated: paramiko's per-line `check` made a large file
                 # quadratic; a repeated entry changes nothing a lookup returns first.
-                self._entries.append(entry)
+                entries.append(entry)
 
     def _hostname_matches(self, hostname: str, entry: paramiko.hostkeys.HostKeyEntry) -> bool:
         return host_matches(hostname, list(entry.hostnames))
