@@ -349,6 +349,10 @@ _CheckLimitOpt = Annotated[
 ]
 _JobsOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="hosts checked at once")]
 _TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="seconds allowed per host")]
+_BudgetTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=1, help="seconds allowed for the host (default: no limit)"),
+]
 _ConnectTimeoutOpt = Annotated[
     float, typer.Option("--connect-timeout", min=1, help="seconds to connect over SSH")
 ]
@@ -654,6 +658,7 @@ def probe(
     port: ServerPortOpt = None,
     fmt: FormatOpt = Format.text,
     plot: _ProbePlotOpt = None,
+    timeout: _BudgetTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -687,7 +692,12 @@ def probe(
     options = ProbeOptions(
         lengths, window, budget_mib, device, dtype, weights, python, agreement_tokens
     )
-    raise typer.Exit(_probe_one(specs[0], options, ssh, fmt, plot))
+    from dflash_doctor.pipeline import within_budget
+
+    spec = specs[0]
+    raise typer.Exit(
+        within_budget(spec.name, timeout, lambda: _probe_one(spec, options, ssh, fmt, plot))
+    )
 
 
 def _probe_one(
@@ -1205,6 +1215,7 @@ def bench_command(
     launch: _BenchLaunchOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
+    timeout: _BudgetTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -1233,7 +1244,9 @@ def bench_command(
         },
     )
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
-    result = _bench_live(spec, ssh, options)
+    from dflash_doctor.pipeline import within_budget
+
+    result = within_budget(spec.name, timeout, lambda: _bench_live(spec, ssh, options))
     _show_bench(result, spec.name, fmt, output, plot)
     failed = [c for c in result.cells if c.accept_length is None]
     raise typer.Exit(1 if failed or result.collapse else 0)
@@ -1339,6 +1352,9 @@ def main() -> None:
         # Not standalone: click would turn an unexpected exception into exit 1, the code
         # for findings. Here every way out has its documented code (report.py).
         code = app(standalone_mode=False)
+    except HostUnreachable as e:  # unreachable, or ran past --timeout: exit 3 everywhere
+        _say(one_line(f"dflash-doctor: unreachable: {e}"))
+        sys.exit(EXIT_UNREACHABLE)
     except DoctorError as e:
         _say(one_line(f"dflash-doctor: error: {e}"))
         sys.exit(EXIT_USAGE)

@@ -6,7 +6,8 @@ being killed by the transport."""
 from __future__ import annotations
 
 import socket
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -14,48 +15,98 @@ import pytest
 
 from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.transport.local import LocalTransport
+from fixtures.sshd import free_port
+from tests.conftest import REPO
 
 
 @pytest.fixture
-def dripping() -> Iterator[int]:
-    """A server that answers every request with headers, then one body byte every 0.3 s."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
+def dripping() -> Iterator[tuple[int, int]]:
+    """fixtures/dripping_server.py on a free port: (port, pid); its command line names
+    sglang.launch_server, as a server's does."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "fixtures/dripping_server.py"),
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "m",
+            "--port",
+            str(port),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the dripping server did not start"
+            time.sleep(0.05)
+    try:
+        yield port, server.pid
+    finally:
+        server.kill()  # only the process this test started
+        server.wait()
 
-    def one(conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-            conn.sendall(b"Content-Length: 100000\r\n\r\n")
-            while not stop.is_set():
-                try:
-                    conn.sendall(b" ")
-                except OSError:
-                    return
-                time.sleep(0.3)
 
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            threading.Thread(target=one, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield srv.getsockname()[1]
-    stop.set()
-    srv.close()
-
-
-def test_a_dripping_server_is_cut_at_the_timeout(dripping: int) -> None:
+def test_a_dripping_server_is_cut_at_the_timeout(dripping: tuple[int, int]) -> None:
     start = time.monotonic()
     (info,) = ask_server(
-        LocalTransport("h"), ("127.0.0.1", dripping), None, [{"op": "info"}], timeout=2
+        LocalTransport("h"), ("127.0.0.1", dripping[0]), None, [{"op": "info"}], timeout=2
     )
     took = time.monotonic() - start
     assert "error" in info and "no complete answer within 2s" in str(info["error"]), info
     # two paths tried (/server_info, /get_server_info), each cut at 2 s; never the
     # transport's own limit (2 s x 1 op + 30 s), which killed the whole client before
     assert took < 12, took
+
+
+def test_bench_has_a_per_host_budget(dripping: tuple[int, int]) -> None:
+    """`bench --timeout N`: the whole host (gathering, the server's answers) within N s,
+    else exit 3 in one line; without it the dripping server holds the run far longer."""
+    start = time.monotonic()
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dflash_doctor",
+            "bench",
+            "local",
+            "--pid",
+            str(dripping[1]),
+            "--timeout",
+            "3",
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    )
+    took = time.monotonic() - start
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "ran past --timeout (3s)" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert took < 20, took
+
+
+def test_within_budget_returns_raises_and_cuts() -> None:
+    from dflash_doctor.errors import HostUnreachable, UsageError
+    from dflash_doctor.pipeline import within_budget
+
+    assert within_budget("h", 5, lambda: 7) == 7
+    assert within_budget("h", None, lambda: 8) == 8
+
+    def bad() -> int:
+        raise UsageError("bad input")
+
+    with pytest.raises(UsageError, match="bad input"):
+        within_budget("h", 5, bad)
+    start = time.monotonic()
+    with pytest.raises(HostUnreachable, match=r"h: ran past --timeout \(1s\)"):
+        within_budget("h", 1, lambda: time.sleep(30))
+    assert time.monotonic() - start < 5
