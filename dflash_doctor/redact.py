@@ -20,7 +20,7 @@ _SECRET_NAME_PARTS = (
     r"api[-_]?key",
     r"secret",
     r"passw(?:or)?d",
-    r"pass(?:phrase|wd)?(?![A-Za-z0-9-])",
+    r"pass(?:phrase|wd)?(?![A-Za-z0-9_-])",
     r"credential",
     r"private[-_]?key",
     r"authori[sz]ation",
@@ -35,7 +35,7 @@ _SECRET_NAME_PARTS = (
     r"session(?![A-Za-z0-9_-])",
 )
 # Parts that must start a word: `pass` in `bypass` or `compass` is no secret.
-_WORD_START = {r"pass(?:phrase|wd)?(?![A-Za-z0-9-])", r"token(?![A-Za-z_])", r"auth(?![A-Za-z])"}
+_WORD_START = {r"pass(?:phrase|wd)?(?![A-Za-z0-9_-])", r"token(?![A-Za-z_])", r"auth(?![A-Za-z])"}
 _SECRET_WORDS = (
     "(?:"
     + "|".join(
