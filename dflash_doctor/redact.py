@@ -180,6 +180,33 @@ def redact_text(text: str) -> str:
     return _shapes(text)
 
 
+# In a one-line error message a `NAME: ` is mostly a host or a path the message starts with
+# (`auth-gpu-1: timed out`, `/run/secrets/token: no such file`): the colon form counts only
+# for a bare identifier (`api_key: x`, `"token": "x"`), never one after `/` or with `-` `.`.
+_MESSAGE_ASSIGN = re.compile(
+    rf"""(?<![A-Za-z0-9_.-])({_NAME}['"]?[ \t]{{0,8}}=[ \t]{{0,8}})"""
+    rf"""({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
+    re.IGNORECASE,
+)
+_MESSAGE_COLON = re.compile(
+    rf"""(?<![A-Za-z0-9_./-])(['"]?[A-Za-z0-9_]{{0,64}}?{_SECRET_WORDS}[A-Za-z0-9_]{{0,64}}['"]?"""
+    rf"""[ \t]{{0,8}}:[ \t]{{0,8}})"""
+    rf"""({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
+    re.IGNORECASE,
+)
+
+
+def redact_message(text: str) -> str:
+    """`redact_text` for a one-line error message that may quote a file or a host's answer:
+    the same names and shapes, but `NAME: value` only for a bare identifier, so a message's
+    leading host or path (`auth-gpu-1: ...`) stays readable."""
+    text = _SCHEME_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _MESSAGE_ASSIGN.sub(_keep_none, text)
+    text = _MESSAGE_COLON.sub(_keep_none, text)
+    text = _FLAG_VALUE.sub(_keep_none, text)
+    return _shapes(text)
+
+
 def _hide_first(m: re.Match[str]) -> str:
     return m.group(0) if is_reference(m.group(2)) else m.group(1) + REDACTED
 

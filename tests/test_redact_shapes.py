@@ -85,3 +85,14 @@ def test_file_contents_quoted_in_error_messages(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         load_inventory(str(inv))
     assert "bad port" in str(err.value) and GOOGLE not in str(err.value)
+
+
+def test_error_messages_keep_their_host_and_path() -> None:
+    """A message's leading host or path is not taken for a `NAME: value` secret."""
+    for text in (
+        "auth-gpu-1: timed out after 3s",
+        "/run/secrets/token: no such file or directory",
+        "token-svc.example: cannot connect: connection refused",
+    ):
+        assert str(FactError(text)) == text
+    assert str(FactError("gpu-a: line 3 reads api_key: hunter2pw")).endswith("api_key: ***")
