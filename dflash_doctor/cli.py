@@ -924,6 +924,14 @@ _FixYesOpt = Annotated[bool, typer.Option("--yes", help="do not ask before --app
 _RollbackOpt = Annotated[
     bool, typer.Option("--rollback", help="restore the last backup and relaunch")
 ]
+_FixTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=1,
+        help="seconds allowed to read each host and plan its fix (default: no limit)",
+    ),
+]
 _HealthTimeoutOpt = Annotated[
     float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
 ]
@@ -970,6 +978,7 @@ class _FixArgs:
     yes: bool
     do_rollback: bool
     health_timeout: float
+    timeout: float | None
     identity: list[str] | None
     known_hosts: str | None
     ssh_config: str | None
@@ -1000,6 +1009,7 @@ def fix(
     yes: _FixYesOpt = False,
     do_rollback: _RollbackOpt = False,
     health_timeout: _HealthTimeoutOpt = 300.0,
+    timeout: _FixTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -1110,6 +1120,7 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec], *, ask: bool) -> list[FixR
             roll_back=args.do_rollback,
             stamp=stamp,
             health_timeout=args.health_timeout,
+            read_timeout=args.timeout,
             bench=bench_options,
             bench_threshold=args.bench_threshold,
             local_env=_local_env() if args.offline else None,

@@ -52,6 +52,18 @@ def dripping() -> Iterator[tuple[int, int]]:
         server.wait()
 
 
+def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
+    )
+
+
 def test_a_dripping_server_is_cut_at_the_timeout(dripping: tuple[int, int]) -> None:
     start = time.monotonic()
     (info,) = ask_server(
@@ -68,26 +80,7 @@ def test_bench_has_a_per_host_budget(dripping: tuple[int, int]) -> None:
     """`bench --timeout N`: the whole host (gathering, the server's answers) within N s,
     else exit 3 in one line; without it the dripping server holds the run far longer."""
     start = time.monotonic()
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dflash_doctor",
-            "bench",
-            "local",
-            "--pid",
-            str(dripping[1]),
-            "--timeout",
-            "3",
-            "--yes",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-    )
+    p = _doctor("bench", "local", "--pid", str(dripping[1]), "--timeout", "3", "--yes")
     took = time.monotonic() - start
     assert p.returncode == 3, p.stdout + p.stderr
     assert "ran past --timeout (3s)" in p.stderr and len(p.stderr.strip().splitlines()) == 1
@@ -110,3 +103,14 @@ def test_within_budget_returns_raises_and_cuts() -> None:
     with pytest.raises(HostUnreachable, match=r"h: ran past --timeout \(1s\)"):
         within_budget("h", 1, lambda: time.sleep(30))
     assert time.monotonic() - start < 5
+
+
+def test_fix_reads_each_host_within_its_budget(dripping: tuple[int, int]) -> None:
+    """`fix --timeout N`: reading the host and planning within N s, else the host is
+    unreachable (exit 3) and nothing changed."""
+    start = time.monotonic()
+    p = _doctor("fix", "local", "--pid", str(dripping[1]), "--timeout", "3")
+    took = time.monotonic() - start
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "ran past --timeout (3s)" in p.stdout, p.stdout
+    assert took < 20, took
