@@ -61,12 +61,9 @@ class StandIn:
         import sys
 
         from fixtures.sshd import free_port
+        from fixtures.stand_in import copy_models
 
-        models = work / "models"
-        shutil.copytree(DEMO_DIR / "models/Kimi-K2.6-DFlash", models / "drafter")
-        (models / "target").mkdir()
-        hub = DEMO_DIR / "data/hf/hub/models--moonshotai--Kimi-K2.6"
-        shutil.copy(next(hub.rglob("config.json")), models / "target/config.json")
+        models = copy_models(work / "models")
         self.log = work / "stand_in.log"
         argv = [sys.executable, "-m", "sglang.launch_server"]
         argv += ["--model-path", str(models / "target"), "--speculative-algorithm", "DFLASH"]

@@ -76,6 +76,8 @@ def accept_for(profile: str, offset: int, size: int, rng: random.Random) -> floa
     noise = rng.uniform(-0.6, 0.6)
     if profile == "late_drop":
         return (2.4 if offset > 0.8 * size else 4.0) + noise
+    if profile == "late_collapse":  # speculation stops in the last 5% of the run
+        return 1.0 if offset > 0.95 * size else 4.1 + noise
     if profile == "warm_up":
         return (6.2 if offset < 0.02 * size else 3.5) + noise
     if profile == "bursts":

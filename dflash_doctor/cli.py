@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.report import HostReport, Report
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
 
 app = typer.Typer(
@@ -203,7 +203,7 @@ def _ssh(
     accept_new_host_key: bool,
     connect_timeout: float = 10.0,
 ) -> SSHOptions:
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
     return SSHOptions(
         identity_files=tuple(identity or ()),

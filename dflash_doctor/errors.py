@@ -33,6 +33,15 @@ class PermissionDenied(TransportError):
     """The host refused the read, write or command for lack of permission."""
 
 
+class FileExists(TransportError):
+    """A file made exclusively (a backup, a lock) already has its name on the host."""
+
+
+class UnsafeFile(TransportError):
+    """A write was refused: a link or another file stood where the doctor's own was
+    expected, or the file changed since it was read (transport/safe_files.py)."""
+
+
 class TimedOut(TransportError):
     """A command or read on the host ran past its time limit."""
 

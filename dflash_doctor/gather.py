@@ -14,6 +14,7 @@ from dflash_doctor.facts.launch import replay_launch
 from dflash_doctor.facts.model_config import parse_drafter_config, parse_target_config
 from dflash_doctor.facts.models import Fact, HostFacts, LaunchArgs, ServerProcess
 from dflash_doctor.finders.base import attempt, host_file_reader
+from dflash_doctor.finders.drafter_files import find_drafter_files
 from dflash_doctor.finders.gpus import find_gpus
 from dflash_doctor.finders.launch import ask_sglang, launch_given, launch_of_file, launch_of_process
 from dflash_doctor.finders.log import (
@@ -153,6 +154,7 @@ def gather(
         gpus=find_gpus(t, host),
         launch=launch,
         drafter=drafter,
+        drafter_files=find_drafter_files(t, host, drafter.value),
         target=target,
         log=log,
         sglang_code=find_sglang_code(t, host, site),

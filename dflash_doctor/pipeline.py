@@ -26,7 +26,7 @@ from dflash_doctor.transport.open import open_transport as open_transport
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions
     from dflash_doctor.probes.host import ProbeOptions
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
 
 T = TypeVar("T")

@@ -51,6 +51,18 @@ def arch_modules() -> dict[str, list[str]]:
     return {arch: sorted({str(r[0]) for r in runs}) for arch, runs in known.items()}
 
 
+def model_side_files() -> list[list[Any]]:
+    """[name, byte limit] of the files finders/drafter_files.py reads beside a config.json."""
+    from dflash_doctor.facts.drafter_files import (
+        INDEX_FILE,
+        MAX_INDEX_BYTES,
+        MAX_SIDECAR_BYTES,
+        SIDECAR_FILE,
+    )
+
+    return [[INDEX_FILE, MAX_INDEX_BYTES], [SIDECAR_FILE, MAX_SIDECAR_BYTES]]
+
+
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
     """The settings the bundle script gathers `spec`'s host with, in one round trip."""
     # A live host's settings: a recorded tree's transport puts its root over them, a Docker
@@ -86,6 +98,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "bounded_script": BOUNDED_SCRIPT,
         "host_grace": HOST_GRACE_S,
         "site_files": list(SITE_FILES),
+        "model_side_files": model_side_files(),
         "models_package": MODELS_PACKAGE,
         "arch_modules": arch_modules(),
     }

@@ -109,27 +109,13 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
 
 @pytest.fixture
 def ssh_options(sshd):  # type: ignore[no-untyped-def]
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
     return SSHOptions(
         identity_files=(str(sshd.client_key),),
         known_hosts=str(sshd.known_hosts),
         ssh_config=str(sshd.ssh_config),
         interactive=False,
-    )
-
-
-def stand_in_init(version: str) -> str:
-    """`sglang/__init__.py` of a stand-in copy installed outside the repository.
-
-    The copy finds the option data through FAKE_SGLANG_REPO, set here in the package itself:
-    the doctor runs a host's interpreter with a clean environment (host_exec), so a variable
-    of the test's own environment would never reach it.
-    """
-    return (
-        "import os\n"
-        f"os.environ.setdefault('FAKE_SGLANG_REPO', {str(REPO)!r})\n"
-        f"__version__ = {version!r}\n"
     )
 
 

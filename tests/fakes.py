@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from dflash_doctor.errors import FileMissing, TransportError
-from dflash_doctor.transport.base import CHUNK_BYTES, CommandResult, HostKind, StderrLines
+from dflash_doctor.transport.base import (
+    CHUNK_BYTES,
+    CommandResult,
+    FileId,
+    HostKind,
+    StderrLines,
+)
 from dflash_doctor.transport.commands import HostCommands
 
 # A command's answer: a result, or a function of the argv that returns one.
@@ -116,8 +122,17 @@ class FakeHost(HostCommands):
             raise TransportError(f"{self.host}:{path}: invalid argument")
         return self.links[path]
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
         self.written[path] = data
+        return None
 
     def close(self) -> None:
         return None

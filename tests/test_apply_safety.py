@@ -7,8 +7,10 @@ its own tmp_path (the doctor relaunches them, so they are not the test's childre
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -21,71 +23,25 @@ import yaml
 
 from dflash_doctor.errors import TransportError
 from dflash_doctor.fix.apply import HEALTH_PROBE, Applier, apply_plan
+from dflash_doctor.fix.journal import open_journal
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import shell_with_placeholders
 from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.open import open_transport
-from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, stand_in_init
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
+from fixtures.stand_in import StandIn, end_servers_under, healthy
+from tests.conftest import DEMO_HOST, REPO
+from tests.test_fix import server_info
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="stand-in servers need Linux")
 
 
-class Server:
+class Server(StandIn):
+    """A stand-in server (fixtures/stand_in.py) in tmp_path/NAME; servers share the models."""
+
     def __init__(self, tmp_path: Path, name: str) -> None:
-        self.dir = tmp_path / name
-        self.dir.mkdir()
-        self.port = free_port()
-        self.script = self.dir / "serve.sh"
-        self.log = self.dir / "server.log"
-        models = tmp_path / "models"
-        if not models.exists():
-            shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-            target = next(
-                (DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json")
-            )
-            (models / "target").mkdir()
-            shutil.copy(target, models / "target/config.json")
-        self.models = models
-
-    def write(self, version: str = "0.5.13", extra: str = "", api_key: str | None = None) -> None:
-        site = self.dir / f"site-{version}"
-        if not site.exists():
-            shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(stand_in_init(version))
-        key = f"  --api-key {api_key} \\\n" if api_key else ""
-        self.script.write_text(
-            "#!/bin/bash\n# stand-in DFlash server\n"
-            f"export PYTHONPATH={site}\n{extra}"
-            f"exec {sys.executable} -m sglang.launch_server \\\n"
-            f"  --model-path {self.models / 'target'} \\\n  --speculative-algorithm DFLASH \\\n"
-            f"{key}"
-            f"  --speculative-draft-model-path {self.models / 'drafter'} \\\n"
-            f"  --context-length 131072 \\\n  --port {self.port}\n"
-        )
-        self.script.chmod(0o755)
-
-    def start(self) -> int:
-        out = subprocess.run(
-            [
-                "sh",
-                "-c",
-                'setsid nohup "$0" >>"$1" 2>&1 </dev/null & echo $!',
-                str(self.script),
-                str(self.log),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        deadline = time.monotonic() + 120  # generous: the machine may be loaded
-        while not healthy(self.port):
-            assert time.monotonic() < deadline, self.log.read_text()
-            time.sleep(0.1)
-        return int(out.stdout)
+        super().__init__(tmp_path / name, models=tmp_path / "models")
 
     def inventory(self, **extra: Any) -> Path:
         inv = self.dir / "inventory.yaml"
@@ -252,13 +208,27 @@ def test_edit_between_planning_and_writing_is_not_lost(tmp_path: Path) -> None:
 
 
 def test_a_second_apply_waits_for_the_lock(tmp_path: Path) -> None:
-    spec, plan, _script = offline_plan(tmp_path)
-    (tmp_path / "serve.sh.dflash-doctor.lock").mkdir()
-    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
-    assert out.status == "failed" and "another dflash-doctor apply" in out.message
-    (tmp_path / "serve.sh.dflash-doctor.lock").rmdir()
-    out = apply_plan(spec, open_transport(spec), plan, _facts(), stamp="1")
-    assert out.status == "written" and not (tmp_path / "serve.sh.dflash-doctor.lock").exists()
+    """The lock lives in the journal's directory (fix/journal.py), not beside the file: a
+    lock held by a running doctor refuses a second apply; the owner of the launch
+    directory can neither make nor remove it."""
+    spec, plan, script = offline_plan(tmp_path)
+    t = open_transport(spec)
+    j = open_journal(t, spec, str(script), "1")
+    assert not j.dir.startswith(str(tmp_path))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # dflash"])
+    try:
+        Path(j.lock_path).write_text(
+            json.dumps({"pid": holder.pid, "machine": socket.gethostname(), "stamp": "0"})
+        )
+        out = apply_plan(spec, t, plan, _facts(), stamp="1")
+        assert out.status == "failed" and "another dflash-doctor apply" in out.message
+        assert "--page-size" not in script.read_text()
+    finally:
+        holder.kill()
+        holder.wait()
+        Path(j.lock_path).unlink()
+    out = apply_plan(spec, t, plan, _facts(), stamp="1")
+    assert out.status == "written" and not Path(j.lock_path).exists()
 
 
 def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
@@ -272,13 +242,16 @@ def test_symlinked_launch_file_is_written_through(tmp_path: Path) -> None:
 
 
 def test_rollback_skips_a_backup_equal_to_the_file(tmp_path: Path) -> None:
-    """Two overlapping applies left the fixed file as the newest backup: restore the older."""
-    script = tmp_path / "serve.sh"
-    fixed = "#!/bin/sh\nexec python -m sglang.launch_server --tp 2 --page-size 64\n"
-    original = "#!/bin/sh\nexec python -m sglang.launch_server --tp 2\n"
+    """Two applies, then the file edited back to the first fix: the newest kept copy equals
+    the file, so the older one (the original) is restored."""
+    spec, plan, script = offline_plan(tmp_path)
+    original = script.read_text()
+    t = open_transport(spec)
+    assert apply_plan(spec, t, plan, _facts(), stamp="20260101T000000").status == "written"
+    fixed = script.read_text()
+    again = plan.model_copy(update={"old_text": fixed, "new_text": fixed.replace("64", "128")})
+    assert apply_plan(spec, t, again, _facts(), stamp="20260101T000100").status == "written"
     script.write_text(fixed)
-    (tmp_path / "serve.sh.dflash-doctor-20260101T000000.bak").write_text(original)
-    (tmp_path / "serve.sh.dflash-doctor-20260101T000100.bak").write_text(fixed)
     p = fix("--offline", "--launch", str(script), "--rollback", "--yes")
     assert p.returncode == 0, p.stdout + p.stderr
     assert script.read_text() == original
@@ -354,7 +327,7 @@ def test_ctrl_c_during_apply_rolls_back_and_says_so(servers: Any) -> None:
     assert plan.changes
     out = apply_plan(spec, t, plan, facts, stamp="1", health_timeout=120)
     assert out.status == "rolled_back", out.message
-    assert "interrupted (Ctrl-C)" in out.message
+    assert "interrupted (Ctrl-C or SIGTERM)" in out.message
     assert s.script.read_bytes() == original and healthy(s.port)
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,9 +51,9 @@ from dflash_doctor.facts.models import (
 from dflash_doctor.facts.runtime import parse_runtime, server_address
 from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, drafter_cfg, host_facts, launch, target_cfg
+from fixtures.stand_in import copy_models, install_stand_in
+from tests.conftest import REPO, drafter_cfg, host_facts, launch, target_cfg
 
-FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
 SECRET = "sk-bench-fixture-secret-0123456789"
 SMALL = ["--bench-contexts", "512,16384", "--bench-concurrency", "1,2"]
 SMALL += ["--bench-max-new-tokens", "32"]
@@ -261,19 +260,12 @@ def pids_on(port: int) -> list[int]:
 @pytest.fixture
 def stand_in(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
     port = free_port()
-    models = tmp_path / "models"
-    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
-    (models / "target").mkdir()
-    shutil.copy(target, models / "target/config.json")
+    models = copy_models(tmp_path / "models")
     script = tmp_path / "serve.sh"
     log = tmp_path / "server.log"
 
     def command(version: str, *extra: str) -> list[str]:
-        site = tmp_path / f"site-{version}"
-        if not site.exists():
-            shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(f'__version__ = "{version}"\n')
+        install_stand_in(tmp_path / f"site-{version}", version)
         return [
             sys.executable,
             "-m",
@@ -428,8 +420,11 @@ def test_bench_sends_real_text_sized_and_repeated(stand_in, tmp_path: Path) -> N
             assert r["completion_tokens"] <= 32
     assert any(c["stopped_share"] for c in cells)  # natural stop, the cap only a cap
     # What reached the server: corpus text, never ids, never ignore_eos; repeats differ.
-    rows = logged(tmp_path)
+    rows, probe = logged(tmp_path)[:-2], logged(tmp_path)[-2:]
     assert len(rows) == sum(len(c["per_request"]) for c in cells)
+    # then the prefix-reuse probe: one greedy prompt twice (bench/prefix_probe.py)
+    assert probe[0] == probe[1] and probe[0]["temperature"] == 0
+    assert doc["prefix_probe"]["first_mismatch"] is None and doc["prefix_probe"]["cached_tokens"]
     assert not any(r["input_ids"] or r["ignore_eos"] for r in rows)
     from dflash_doctor.bench.prompts import corpus
 
@@ -448,7 +443,8 @@ def test_bench_sends_real_text_sized_and_repeated(stand_in, tmp_path: Path) -> N
     # over the whole context, so acceptance falls past the 2048 window.
     assert greedy[("code", 512)] > greedy[("prose", 512)] + 1
     assert greedy[("code", 8192)] < greedy[("code", 2048)] - 0.5
-    assert stand_in["log"].read_text().count("Cache flushed successfully!") == len(cells) * 3
+    # before each repeat of each cell, and once before the prefix-reuse probe
+    assert stand_in["log"].read_text().count("Cache flushed successfully!") == len(cells) * 3 + 1
 
 
 def test_bench_sends_a_users_file_as_given_and_random_as_control(stand_in, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -472,7 +468,10 @@ def test_bench_sends_a_users_file_as_given_and_random_as_control(stand_in, tmp_p
     assert sent and set(sent) == set(mine)  # exactly the user's prompts, nothing added
     ids = [r for r in rows if r["input_ids"]]
     assert ids and all(r["ignore_eos"] and r["prompt_tokens"] == 512 for r in ids)
-    assert len(rows) == 2 * 2 * 2 * 3  # two kinds x two temperatures x 2 requests x 3 repeats
+    # two kinds x two temperatures x 2 requests x 3 repeats, then the prefix-reuse probe
+    # twice: the user's longest prompt
+    assert len(rows) == 2 * 2 * 2 * 3 + 2
+    assert rows[-1]["text"] == rows[-2]["text"] == max(mine, key=len)
 
 
 def test_bench_rejects_a_bad_prompts_file_in_one_line(stand_in, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -693,6 +692,10 @@ def test_bench_baseline_finds_where_dflash_stops_paying(stand_in, tmp_path: Path
         logged_file(tmp_path / "spec.jsonl"),
         logged_file(tmp_path / "plain.jsonl"),
     )
+    # the prefix-reuse probe runs on the DFLASH server only: twice per bench, after its cells
+    probe = [r for r in spec_rows if "Continue the text above" in str(r["text"])]
+    spec_rows = [r for r in spec_rows if r not in probe]
+    assert len(probe) == 4 and all(r == probe[0] for r in probe)
     # two kinds x two contexts x (1 + 8) requests x 5 repeats, then the text run's 3
     assert len(spec_rows) == len(plain_rows) == 2 * 2 * (1 + 8) * 5 + 3
     assert sorted(str(r["text"]) for r in spec_rows) == sorted(str(r["text"]) for r in plain_rows)

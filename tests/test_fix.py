@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,11 +19,8 @@ from dflash_doctor.checks.base import CheckResult, Finding, Fix, Severity
 from dflash_doctor.facts.launch import parse_launch_file, parse_script
 from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_shell
 from dflash_doctor.fix.plan import plan_fixes
-from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO, stand_in_init
-
-FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
-
+from fixtures.stand_in import StandIn, end_servers_under, healthy
+from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
 
 # -- editing (pure) --------------------------------------------------------------------------
 
@@ -227,51 +222,10 @@ def test_offline_fix_makes_the_gate_pass(tmp_path: Path) -> None:
 # -- --apply end to end: the stand-in server over the real sshd ---------------------------------
 
 
-def healthy(port: int) -> bool:
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture
 def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
-    port = free_port()
-    models = tmp_path / "models"
-    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
-    (models / "target").mkdir()
-    shutil.copy(target, models / "target/config.json")
-    script = tmp_path / "serve.sh"
-    log = tmp_path / "server.log"
-
-    def write_script(version: str, extra_env: str = "") -> None:
-        # An installed stand-in `sglang` of that version, as a host would have one.
-        site = tmp_path / f"site-{version}"
-        if not site.exists():
-            shutil.copytree(FAKE_SGLANG, site)
-            (site / "sglang/__init__.py").write_text(stand_in_init(version))
-        script.write_text(
-            "#!/usr/bin/env bash\n# stand-in DFlash server\n"
-            f"export PYTHONPATH={site}\n{extra_env}"
-            f"exec {sys.executable} -m sglang.launch_server \\\n"
-            f"  --model-path {models / 'target'} \\\n  --speculative-algorithm DFLASH \\\n"
-            f"  --speculative-draft-model-path {models / 'drafter'} \\\n"
-            f"  --context-length 131072 \\\n  --port {port}\n"
-        )
-        script.chmod(0o755)
-
-    def start() -> None:
-        subprocess.run(
-            ["sh", "-c", 'setsid nohup "$0" >>"$1" 2>&1 </dev/null &', str(script), str(log)],
-            check=True,
-        )
-        deadline = time.monotonic() + 120  # generous: the machine may be loaded
-        while not healthy(port):
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-
+    """The stand-in server (fixtures/stand_in.py) in tmp_path, reached over the real sshd."""
+    server = StandIn(tmp_path)
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(
         yaml.safe_dump(
@@ -280,8 +234,8 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
                     "gpu-live": {
                         "address": sshd.address,
                         "identity_file": str(sshd.client_key),
-                        "launch_file": str(script),
-                        "log_path": str(log),
+                        "launch_file": str(server.script),
+                        "log_path": str(server.log),
                         "sglang_version": "0.5.13",
                     }
                 }
@@ -315,34 +269,15 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
         )
 
     host = {
-        "script": script,
-        "log": log,
-        "port": port,
-        "write": write_script,
-        "start": start,
+        "script": server.script,
+        "log": server.log,
+        "port": server.port,
+        "write": server.write,
+        "start": server.start,
         "fix": fix,
     }
     yield host
     end_servers_under(tmp_path)
-
-
-def end_servers_under(tmp_path: Path) -> None:
-    """End only the servers this test started: their command lines name its own tmp_path.
-
-    (The doctor relaunches them, so their pids are not the test's children; but nothing
-    else on this machine runs a command naming this test's private directory.)
-    """
-    mark = str(tmp_path).encode()
-    for entry in os.listdir("/proc"):
-        if not (entry.isascii() and entry.isdigit()):
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if mark in cmdline and b"sglang.launch_server" in cmdline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry), signal.SIGKILL)
 
 
 def assert_said_once(out: str) -> None:

@@ -16,7 +16,7 @@ from dflash_doctor.exit_codes import EXIT_FIX_FAILED, EXIT_OK, EXIT_UNREACHABLE,
 from dflash_doctor.fix.report import FixOutcome, FixReport, PlanView, fix_exit_code
 from dflash_doctor.fix.session import fix_host
 from dflash_doctor.render.fix import render_fix
-from dflash_doctor.transport.ssh import SSHOptions
+from dflash_doctor.transport.ssh_options import SSHOptions
 from tests.conftest import REPO
 
 WIDTH = 120

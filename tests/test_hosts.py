@@ -21,7 +21,7 @@ from dflash_doctor.hosts import (
     parse_address,
 )
 from dflash_doctor.inventory import load_inventory
-from dflash_doctor.transport.ssh import parse_target
+from dflash_doctor.transport.ssh_options import parse_target
 from tests.conftest import REPO
 
 INVENTORY = """\

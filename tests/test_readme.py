@@ -1,6 +1,7 @@
-"""README.md and fixtures/README.md stay true to the code: the quick start's test command is
-what .ci/run runs, the demo sample is the demo's real output, the command table, the command
-reference, the JSON report's fields, the inventory keys and the demo's checks are all real."""
+"""README.md, CONTRIBUTING.md, docs/ and fixtures/README.md stay true to the code: the quick
+start's test command is what .ci/run runs, the demo sample is the demo's real output, the
+command table, the command reference (docs/cli.md), the JSON report's fields, the inventory
+keys and the demo's checks are all real; README stays a user's page."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from dflash_doctor.hosts import HostSpec
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+CONTRIBUTING = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+DOCS = REPO / "docs"
 FIXTURES_README = (REPO / "fixtures" / "README.md").read_text(encoding="utf-8")
 
 
@@ -60,6 +63,26 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
     )
     assert "torch==2.13.0" in ci
     assert "externally managed" in quick and "python3 -m venv .venv" in quick
+    # CONTRIBUTING gives the same command, after the prerequisites and before the way out
+    # where PyTorch's CPU index is unreachable
+    assert tests_cmd in code_blocks(CONTRIBUTING, "bash")[0]
+    at = CONTRIBUTING.index(tests_cmd)
+    assert CONTRIBUTING.index("## Prerequisites for the tests") < at
+    assert "openssh-server" in CONTRIBUTING[:at] and "torch" in CONTRIBUTING[:at]
+    assert CONTRIBUTING.index("### When the PyTorch CPU index is unreachable") > at
+
+
+def test_readme_is_a_users_page() -> None:
+    """About 500 lines, no copied `--help` (that is docs/cli.md), and every local link of
+    README, CONTRIBUTING and docs/ names a file that exists."""
+    assert len(README.splitlines()) <= 560
+    assert "Usage: dflash-doctor" not in README and "docs/cli.md" in README
+    assert "CONTRIBUTING.md" in README
+    pages = {REPO / "README.md": README, REPO / "CONTRIBUTING.md": CONTRIBUTING}
+    pages |= {page: page.read_text(encoding="utf-8") for page in DOCS.glob("*.md")}
+    for page, text in pages.items():
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert (page.parent / target).exists(), (page.name, target)
 
 
 def test_demo_sample_is_the_real_output() -> None:
@@ -67,7 +90,7 @@ def test_demo_sample_is_the_real_output() -> None:
     line, in what `check --demo` prints at 80 columns."""
     p = run("check", "--demo")
     assert p.returncode == 1, p.stderr
-    (sample,) = code_blocks(section("Quick start"), "text")
+    (sample,) = code_blocks(section("What the demo prints"), "text")
     real = p.stdout.splitlines()
     for line in sample.splitlines():
         if line.startswith(("╭─", "│ ", "To fix:")):
@@ -112,10 +135,11 @@ def _cli_reference() -> Any:
 
 
 def test_command_reference_is_the_cli() -> None:
-    """README holds the verbatim `--help` of every command (scripts/gen_cli_reference.py)."""
+    """docs/cli.md holds the verbatim `--help` of every command (scripts/gen_cli_reference.py)."""
     gen = _cli_reference()
-    assert gen.readme_copy(README) == gen.reference(), (
-        "README's command reference is stale: python3 scripts/gen_cli_reference.py --write"
+    written = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert gen.written_copy(written) == gen.reference(), (
+        "docs/cli.md is stale: python3 scripts/gen_cli_reference.py --write"
     )
 
 
@@ -131,7 +155,7 @@ def _keys(obj: dict[str, Any]) -> set[str]:
 def test_json_schema_lists_every_field_of_a_real_report() -> None:
     p = run("check", "--demo", "--format", "json")
     report = json.loads(p.stdout)
-    schema = section("JSON report (schema version 1)")
+    schema = (DOCS / "report-json.md").read_text(encoding="utf-8")
     host = report["hosts"][0]
     results = host["results"]
     findings = [f for r in results for f in r["findings"]]

@@ -21,6 +21,18 @@ def test_readme_check_table_is_the_catalog() -> None:
     assert listed == sorted(CATALOG), "README's table lists other checks than the catalog"
 
 
+def test_readme_check_table_is_generated_from_the_catalog() -> None:
+    """A new check needs no README edit by hand: `scripts/gen_check_table.py --write`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen", REPO / "scripts/gen_check_table.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = (REPO / "README.md").read_text()
+    assert gen.with_table(text) == text, "run: python3 scripts/gen_check_table.py --write"
+
+
 def test_readme_check_table_gives_each_checks_severity() -> None:
     """The column starts with the catalog severity; what follows names the exceptions."""
     wrong = [

@@ -29,9 +29,9 @@ from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, stand_in_init
+from fixtures.stand_in import copy_models, end_servers_under, healthy, install_stand_in
 from tests.test_apply_safety import fix
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy, server_info
+from tests.test_fix import server_info
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0 or shutil.which("useradd") is None,
@@ -66,14 +66,8 @@ def host(request: pytest.FixtureRequest, owner: tuple[str, int, int]) -> Iterato
     root.chmod(0o755)
     d = root / "srv"
     d.mkdir()
-    models = d / "models"
-    shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-    target = next((DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6").rglob("config.json"))
-    (models / "target").mkdir()
-    shutil.copy(target, models / "target/config.json")
-    site = d / "site"
-    shutil.copytree(FAKE_SGLANG, site)
-    (site / "sglang/__init__.py").write_text(stand_in_init("0.5.13"))
+    models = copy_models(d / "models")
+    site = install_stand_in(d / "site", "0.5.13")
     port = free_port()
     script, log, marker = d / "serve.sh", d / "server.log", d / "marker"
     script.write_text(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -20,8 +19,8 @@ from typing import Any
 import pytest
 
 from fixtures.sshd import free_port
-from tests.conftest import DEMO_HOST, REPO, stand_in_init
-from tests.test_fix import FAKE_SGLANG, end_servers_under, healthy
+from fixtures.stand_in import copy_models, end_servers_under, healthy, install_stand_in
+from tests.conftest import REPO
 
 
 @dataclass
@@ -34,14 +33,8 @@ class Server:
 def _script(tmp_path: Path, name: str, port: int) -> Path:
     """A launch script like a host's: the stand-in 0.5.13 serving the demo's sliding-window
     drafter without a draft window (DFD103 fires; its fix sets the window)."""
-    models = tmp_path / "models"
-    if not models.exists():
-        shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", models / "drafter")
-        hub = DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6"
-        (models / "target").mkdir()
-        shutil.copy(next(hub.rglob("config.json")), models / "target/config.json")
-        shutil.copytree(FAKE_SGLANG, tmp_path / "site")
-        (tmp_path / "site/sglang/__init__.py").write_text(stand_in_init("0.5.13"))
+    models = copy_models(tmp_path / "models")
+    install_stand_in(tmp_path / "site", "0.5.13")
     script = tmp_path / f"serve-{name}.sh"
     script.write_text(
         "#!/usr/bin/env bash\n"

@@ -3,7 +3,8 @@
 Before the first cell it asks whether the server serves traffic (`sglang:num_running_reqs`
 and `sglang:num_queue_reqs` from /metrics, else /v1/loads) and refuses unless told `yes`;
 before each repeat of a cell it flushes the prefix cache (/flush_cache) so nothing reuses
-another's prompt. What it sends is bench/prompts.py's (real text by default).
+another's prompt. What it sends is bench/prompts.py's (real text by default); after the
+cells, one greedy prompt twice to see that prefix reuse keeps the tokens (bench/prefix_probe.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from contextlib import AbstractContextManager
 
 from dflash_doctor.bench.baseline import verdict_lines
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
+from dflash_doctor.bench.prefix_probe import PROBE_NEW_TOKENS, compare, probe_op
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
 from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
@@ -22,6 +24,7 @@ from dflash_doctor.facts.models import (
     BenchRequest,
     BenchResult,
     HostFacts,
+    PrefixProbe,
 )
 from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.finders.server_api import ask_server
@@ -180,6 +183,21 @@ def _measure(
     return cells
 
 
+# The probe is two short greedy requests: bounded well below a cell's timeout.
+PROBE_TIMEOUT_S = 120.0
+
+
+def prefix_probe(
+    transport: Transport, address: tuple[str, int], pid: int | None, options: BenchOptions
+) -> PrefixProbe:
+    """The same greedy prompt twice after a flush (bench/prefix_probe.py, DFD173)."""
+    new = min(PROBE_NEW_TOKENS, options.max_new_tokens)
+    timeout = min(options.request_timeout, PROBE_TIMEOUT_S)
+    op = probe_op(new, options.prompts)
+    (answer,) = ask_server(transport, address, pid, [op], timeout=timeout)
+    return compare(answer, new)
+
+
 def _plain_server(transport: Transport, address: tuple[str, int]) -> str:
     """The baseline server's release, refusing one that speculates or does not answer."""
     (info,) = ask_server(transport, address, None, [{"op": "info"}])
@@ -251,6 +269,7 @@ def run_matrix(
     result = _result(facts, matrix, options)
     result.cells = _measure(transport, address, pid, matrix, options, result.notes, progress)
     _require_speculation(facts.host, address, result.cells)
+    result.prefix_probe = prefix_probe(transport, address, pid, options)
     verdict = collapsed(result)
     if verdict is not None:
         result.collapse = [verdict, *likely_causes(facts)]

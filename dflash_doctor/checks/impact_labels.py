@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 
 IMPACT_LABELS: dict[str, str] = {
-    "accept_len_first_quarter": "Mean accept length, first quarter of the run (tokens per step)",
-    "accept_len_last_quarter": "Mean accept length, last quarter of the run (tokens per step)",
     "decode_samples": "Decode log lines compared",
     "server_block_size": "Block size the server verifies (tokens)",
     "drafter_block_size": "Block size the drafter was trained with (tokens)",

@@ -7,6 +7,7 @@ The verdict and the ranking of causes live here, pure, so that `bench`'s own rep
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.thinking_drafter import known_drafter, thinking_on
 from dflash_doctor.checks.views import require_dflash
 from dflash_doctor.facts.bench_stats import COLLAPSE_ACCEPT_LENGTH, Interval, cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult, HostFacts
@@ -68,17 +69,45 @@ def _shown(facts: HostFacts) -> list[str]:
     if quant:
         # srt/server_args.py 0.5.11:1087-1088: the drafter inherits the target's quantization.
         found.append(f"the drafter runs quantized ({quant}): pass {QUANT_FLAG} unquant")
+    files = facts.drafter_files.value
+    packed = files is not None and files.quantized_tensors > 0
+    if drafter is not None and not drafter.nemotron_35_draft and (drafter.quantization or packed):
+        found.append(
+            "the drafter checkpoint is quantized: SGLang's DFlash loader skips its quantized "
+            "tensors (DFD160)"
+        )
     return found
+
+
+def _thinking(facts: HostFacts) -> str | None:
+    """Thinking mode on a drafter known to be trained without it (DFD171), where shown."""
+    launch = facts.launch.value
+    paths = [p for p in (launch.draft_model_path if launch else None,) if p]
+    if facts.drafter.value is not None:
+        paths.append(facts.drafter.value.path)
+    row = known_drafter(paths)
+    if row is None or launch is None:
+        return None
+    try:
+        on, why = thinking_on(facts, row)
+    except Skip:
+        return None
+    if not on:
+        return None
+    return f"thinking mode on {row['repo']}, trained without thinking traces: {why} (DFD171)"
 
 
 def likely_causes(facts: HostFacts) -> list[str]:
     """The causes of a collapse, ranked: those the facts show, then those they cannot."""
+    thinking = _thinking(facts)
     unverified = [
         "thinking mode on a drafter not trained on it (unverified: the chat template's "
         "enable_thinking is not visible from the host)",
         "a drafter trained for another target (unverified beyond DFD106)",
     ]
-    shown = _shown(facts)
+    if thinking is not None:
+        unverified = unverified[1:]
+    shown = [*_shown(facts), *([thinking] if thinking else [])]
     return shown + unverified if shown else ["no fact of the host names a cause", *unverified]
 
 
@@ -101,9 +130,9 @@ def silent_collapse(facts: HostFacts) -> list[Finding]:
     steps and counts the target's own bonus token, so 1.0 means no draft token was ever
     accepted. The finding ranks the likely causes by what the host's facts show:
     `SGLANG_SIMULATE_ACC_LEN` in the server's environment, a target class without the
-    capture hook, a mask token without an embedding, a quantized drafter; then the causes
-    no fact can show (thinking mode on a drafter not trained on it, a drafter of another
-    target).
+    capture hook, a mask token without an embedding, a quantized drafter, thinking mode on
+    a drafter known to be trained without it (DFD171); then the causes no fact can show
+    (thinking mode on other drafters, a drafter of another target).
 
     **Why it hurts.** The server still answers correctly, only slower: every step drafts a
     block, verifies it and keeps one token, so it pays the drafter and the wider verify

@@ -240,3 +240,15 @@ def capture_support(version: str, architecture: str) -> CaptureAnswer | None:
         next_capturing=newer[0] if newer else None,
         module=modules[0] if modules else None,
     )
+
+
+def first_registering(version: str, architecture: str) -> str | None:
+    """The first release newer than `version` whose data registers `architecture` (any
+    module: a drafter class is registered like any model), or None."""
+    data = _data()
+    known: dict[str, list[list[str]]] = data["known"]  # type: ignore[assignment]
+    runs = known.get(architecture, [])
+    key = release_key(version)
+    releases = [str(r) for r in data["releases"]]  # type: ignore[attr-defined]
+    newer = [r for r in releases if release_key(r) > key and _in_runs(runs, r)]
+    return newer[0] if newer else None

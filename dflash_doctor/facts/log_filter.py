@@ -37,7 +37,11 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable
+
+# typing's, not collections.abc's and builtins': the aliases below are evaluated at import,
+# and on a 3.8 host neither collections.abc.Callable nor tuple is subscriptable
+# (tests/test_host_side_python.py runs this file under a real 3.8).
+from typing import Callable, Optional, Tuple  # noqa: UP035
 
 MAX_LINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -89,7 +93,7 @@ TIMESTAMP_RE = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")
 OnMarked = Callable[[int, bytes], None]
 # (offset, timestamp, weight of its lines, weighted sum of accept len, sum of sampled
 # throughput, throughput samples)
-Point = tuple[int, "str | None", int, float, float, int]
+Point = Tuple[int, Optional[str], int, float, float, int]  # noqa: UP006, UP045
 
 
 def kept(block: int, sample: int) -> bool:
@@ -171,7 +175,7 @@ class DecodeSeries:
             pts = self.points
             self.points = [
                 (b[0], b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
-                for a, b in zip(pts[::2], pts[1::2], strict=True)
+                for a, b in zip(pts[::2], pts[1::2])  # noqa: B905 (3.8 host: no strict=)
             ]
             self.per_point *= 2
 

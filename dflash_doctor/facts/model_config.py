@@ -342,6 +342,35 @@ def _block_size(
         return None, where, repr(raw)[:60]
 
 
+def _bool_or_none(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _quant_and_dialect(obj: dict[str, Any], dflash: dict[str, Any]) -> dict[str, Any]:
+    """The drafter's quantization, and window/causality keys SGLang does not read (DFD160,
+    DFD161): as written, None where absent or not a bool."""
+    return {
+        "is_causal": obj.get("is_causal") is True,
+        "is_causal_declared": _bool_or_none(obj.get("is_causal")),
+        "dflash_use_swa": _bool_or_none(dflash.get("use_swa")),
+        "dflash_causal": _bool_or_none(dflash.get("causal")),
+        "quantization": _quantization(obj),
+        "nemotron_35_draft": is_nemotron_35_draft(obj, dflash),
+    }
+
+
+def _quantization(obj: dict[str, Any]) -> str | None:
+    """The drafter's `quantization_config` named by its method and algorithm, or None."""
+    quant = obj.get("quantization_config")
+    if quant is None or quant == {}:
+        return None
+    if not isinstance(quant, dict):
+        return "present"
+    words = [quant.get(k) for k in ("quant_method", "quant_algo")]
+    named = [w[:40] for w in words if isinstance(w, str) and w]
+    return " ".join(named) or "present"
+
+
 def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
     """A drafter config.json as the typed facts the checks read."""
     obj = _load_object(data)
@@ -397,7 +426,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         sliding_window_unset=window is None,
         swa_window_size=swa,
         num_target_layers_key=ntl_key,
-        is_causal=obj.get("is_causal") is True,
+        **_quant_and_dialect(obj, dflash),
         max_position_embeddings=_int(obj, "max_position_embeddings"),
         context_length=context[0] if context else None,
         context_length_key=context[1] if context else None,
@@ -436,7 +465,47 @@ def parse_target_config(data: bytes, path: str) -> TargetConfig:
         else None,
         lm_head_quantized=quant.get("lm_head") is True,
         context_length=context[0] if context else None,
+        hybrid=hybrid_reason(obj, text),
     )
+
+
+# model_types of the config classes SGLang serves with a Mamba/linear-attention state cache
+# (`mambaish_config`: configs/hybrid_arch.py 0.5.16:113, 0.5.23:55-155).
+HYBRID_MODEL_TYPES = frozenset(
+    {
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_text",
+        "qwen3_5_moe",
+        "qwen3_5_moe_text",
+        "kimi_linear",
+        "bailing_hybrid",
+        "falcon_h1",
+        "falcon_mamba",
+        "mamba",
+        "mamba2",
+        "nemotron_h",
+        "lfm2",
+        "lfm2_moe",
+        "zaya",
+        "intern_s2_preview",
+    }
+)
+
+
+def hybrid_reason(obj: dict[str, Any], text: dict[str, Any]) -> str | None:
+    """Why the target is hybrid (layers keeping a recurrent state), or None: linear or Mamba
+    layer types in its text config, else a model_type SGLang serves as hybrid."""
+    types = _str_list(text, "layer_types") or []
+    state = [t for t in types if "linear" in t or "mamba" in t]
+    if state:
+        kinds = ", ".join(sorted(set(state)))
+        return f"layer_types: {len(state)} of {len(types)} layers are {kinds}"
+    for cfg in (text, obj):
+        model_type = cfg.get("model_type")
+        if isinstance(model_type, str) and model_type in HYBRID_MODEL_TYPES:
+            return f"model_type {model_type} (linear-attention/Mamba layers)"
+    return None
 
 
 def _dtype(obj: dict[str, Any]) -> str | None:

@@ -81,6 +81,17 @@ class DrafterConfig(BaseModel):
     # it came from; None when no key is set (SGLang then assumes 2048).
     context_length: int | None = None
     context_length_key: str | None = None
+    # The drafter's `quantization_config` (its quant_method / quant_algo, or "present"), and
+    # whether it is SGLang's Nemotron-3.5 draft layout (speculative/dflash_utils.py
+    # is_nemotron_35_draft_config, 0.5.19:469-506), the one DFlash layout SGLang quantizes.
+    quantization: str | None = None
+    nemotron_35_draft: bool = False
+    # Window and causality as other trainers write them, which SGLang never reads:
+    # `dflash_config.use_swa` and `dflash_config.causal` (None when absent or not a bool),
+    # and the top-level `is_causal` as written (None when absent or not a bool).
+    dflash_use_swa: bool | None = None
+    dflash_causal: bool | None = None
+    is_causal_declared: bool | None = None
     # sha256 of the config.json bytes as read: the drafter's revision where the host names
     # none (a local directory, a copied snapshot); `report merge` compares it across hosts.
     config_sha256: str | None = None
@@ -135,6 +146,9 @@ class TargetConfig(BaseModel):
     lm_head_quantized: bool = False
     # The context length SGLang derives from the text config (`get_context_length`).
     context_length: int | None = None
+    # Why SGLang serves this target as hybrid (linear-attention / Mamba layers beside
+    # attention: a Mamba state cache beside the KV cache), in words; None when it is not.
+    hybrid: str | None = None
 
 
 LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
@@ -286,6 +300,24 @@ class SGLangCode(BaseModel):
     honours_layer_types: bool
     evidence: str  # the line that decided, or why none did
     line: int | None = None
+    # The class names the file's `EntryClass` registers (None when it has none).
+    entry_classes: list[str] | None = None
+    entry_line: int | None = None
+
+
+class DrafterFiles(BaseModel):
+    """Files beside the drafter's config.json (facts/drafter_files.py), read bounded."""
+
+    directory: str
+    index_path: str | None = None  # model.safetensors.index.json, when read
+    index_error: str | None = None  # why a present index was not read
+    tensors: int = 0
+    quantized_tensors: int = 0
+    quantized_names: list[str] = Field(default_factory=list)  # the first few
+    sidecar_path: str | None = None  # mask_embedding.pt, when present
+    sidecar_mask_token_id: int | None = None
+    sidecar_per_position: bool | None = None  # SGLang refuses per_position=True (0.5.20+)
+    sidecar_note: str | None = None  # why its mask_token_id was not read
 
 
 class CaptureHook(BaseModel):
@@ -341,6 +373,8 @@ class HostFacts(BaseModel):
     capture_hook: Fact[CaptureHook] = Field(
         default_factory=lambda: Fact[CaptureHook].missing("not gathered")
     )
+    # Files beside the drafter's config.json; absent when no drafter config was read.
+    drafter_files: Fact[DrafterFiles] = Field(default_factory=lambda: Fact[DrafterFiles]())
     # The live server's own answer over HTTP (not asked for recorded or offline hosts),
     # the launch file when the launch fact came from the running process, and a bench
     # sweep (`check --bench`). Absent (no value, no error) when not asked.
@@ -422,6 +456,9 @@ class BenchRequest(BaseModel):
     finish: str | None = None  # "stop" (natural end) or "length" (the cap)
     repeat: int = 0
     error: str | None = None
+    # Whether the response carried reasoning tokens (`<think>`/`</think>` in its text, or
+    # SGLang's own `reasoning_tokens` count above 0); None where the host did not say.
+    reasoning: bool | None = None
 
 
 class BenchCell(BaseModel):
@@ -471,6 +508,23 @@ class BenchCell(BaseModel):
         return sum(lat) / len(lat) if lat else None
 
 
+class PrefixProbe(BaseModel):
+    """The same greedy prompt sent twice after a cache flush (bench/prefix_probe.py): the
+    second request reuses the first's prefix from the radix cache, and must give the same
+    tokens (DFD173)."""
+
+    prompt_tokens: int | None = None
+    max_new_tokens: int = 0
+    # The second request's prompt tokens served from the prefix cache (0: no reuse).
+    cached_tokens: int | None = None
+    tokens_compared: int = 0
+    # Index of the first output token that differs between the two answers; None if equal.
+    first_mismatch: int | None = None
+    first_tokens: list[int] = Field(default_factory=list)  # around the mismatch, first run
+    second_tokens: list[int] = Field(default_factory=list)  # the same span, second run
+    error: str | None = None
+
+
 class BenchBaseline(BaseModel):
     """The same cells measured on a server without speculation (`bench --baseline-port`),
     and the verdict lines on where speculation stops paying (bench/baseline.py)."""
@@ -498,6 +552,8 @@ class BenchResult(BaseModel):
     # Silent collapse (checks/silent_collapse.py, DFD143): the verdict, then its causes ranked.
     collapse: list[str] = Field(default_factory=list)
     baseline: BenchBaseline | None = None
+    # The repeated greedy prompt (DFD173); None where it was not sent.
+    prefix_probe: PrefixProbe | None = None
     tokens_sent: int = 0
     cells: list[BenchCell] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

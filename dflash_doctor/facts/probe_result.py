@@ -1,4 +1,4 @@
-"""The probe's JSON output, validated (schema version 2, documented in README.md)."""
+"""The probe's JSON output, validated (schema version 2, documented in docs/probe.md)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,10 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
   cap. Per request the `meta_info` fields SGLang sets (tokenizer_manager.py
   0.5.11:2102-2110, 0.5.23:3164-3172) and the acceptance histogram
   (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991, `spec_correct_drafts_histogram`
-  0.5.20:2987, 0.5.23:3199).
+  0.5.20:2987, 0.5.23:3199), and whether the response carried reasoning tokens;
+- repeat (issue 25): flush, then the same greedy prompt (`text`, temperature 0) twice to
+  POST /generate; both answers' `output_ids` (tokenizer_manager.py 0.5.11:1745, 0.5.23:2653)
+  and the second's `cached_tokens` (tokenizer_manager.py 0.5.11:1691, 0.5.23:2557).
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ META_KEYS = (
     "e2e_latency",
 )
 HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+THINK_TAGS = ("<think>", "</think>")
+MAX_PROBE_IDS = 4096  # output ids kept per answer of the repeated prompt
 MAX_TEXT_PAYLOAD = 8 * 1024 * 1024  # the decompressed text of one cell
 SIZE_ROUNDS = 6  # tokenize-and-trim rounds to reach a cell's context length
 SIZE_TOLERANCE = 0.02
@@ -346,9 +351,24 @@ def cell_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], 
     return bodies, None
 
 
-def request_row(meta: dict[str, Any], latency: float) -> dict[str, Any]:
-    """What one request's `meta_info` says, bounded and typed."""
+def carried_reasoning(text: Any, meta: dict[str, Any]) -> bool | None:
+    """Whether a response carried reasoning tokens: a think tag in its text, or SGLang's own
+    count (`reasoning_tokens`, tokenizer_manager.py 0.5.11:1689, 0.5.23:2555; counted only for
+    requests that ask for reasoning). None where neither is there to read."""
+    count = meta.get("reasoning_tokens")
+    if isinstance(count, int) and count > 0:
+        return True
+    if isinstance(text, str):
+        return any(tag in text for tag in THINK_TAGS)
+    return False if isinstance(count, int) else None
+
+
+def request_row(meta: dict[str, Any], latency: float, text: Any = None) -> dict[str, Any]:
+    """What one request's `meta_info` and text say, bounded and typed."""
     row: dict[str, Any] = {"latency_s": latency}
+    reasoning = carried_reasoning(text, meta)
+    if reasoning is not None:
+        row["reasoning"] = reasoning
     for key in META_KEYS:
         if isinstance(meta.get(key), (int, float)):
             row[key] = meta[key]
@@ -383,11 +403,12 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
             results[i] = {"error": f"/generate: HTTP {status} {short(data)}"}
             return
         try:
-            meta = json.loads(data).get("meta_info") or {}
+            out = json.loads(data)
+            meta = out.get("meta_info") or {}
         except (ValueError, AttributeError):
             results[i] = {"error": "/generate: not JSON"}
             return
-        results[i] = request_row(meta if isinstance(meta, dict) else {}, latency)
+        results[i] = request_row(meta if isinstance(meta, dict) else {}, latency, out.get("text"))
 
     start = time.monotonic()
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
@@ -398,6 +419,39 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
     answer: dict[str, Any] = {"wall_s": time.monotonic() - start, "requests": results}
     if sized_by is not None:
         answer["sized_by"] = sized_by
+    return answer
+
+
+def generate_ids(c: Client, body: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """One /generate: its output ids (bounded) and meta_info; ValueError on a failed one."""
+    status, data = c.call("POST", "/generate", body)
+    if status != 200:
+        raise ValueError(f"/generate: HTTP {status} {short(data)}")
+    out = json.loads(data)
+    ids = out.get("output_ids") if isinstance(out, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids[:MAX_PROBE_IDS]):
+        raise ValueError("/generate: no output_ids in the answer")
+    meta = out.get("meta_info")
+    return ids[:MAX_PROBE_IDS], meta if isinstance(meta, dict) else {}
+
+
+def op_repeat(c: Client, op: dict[str, Any]) -> dict[str, Any]:
+    """The same greedy prompt twice after a cache flush: the second reuses the first's
+    prefix from the radix cache. Both answers' ids, and the second's cached tokens."""
+    flushed = op_flush(c)
+    if "error" in flushed:
+        return flushed
+    params = {"max_new_tokens": int(op["max_new_tokens"]), "temperature": 0.0}
+    body = {"text": str(op["text"]), "sampling_params": params}
+    try:
+        first, meta1 = generate_ids(c, body)
+        second, meta2 = generate_ids(c, body)
+    except ValueError as e:
+        return {"error": str(e)[:300]}
+    answer: dict[str, Any] = {"first": first, "second": second}
+    for key, meta in (("prompt_tokens", meta1), ("cached_tokens", meta2)):
+        if isinstance(meta.get(key), int):
+            answer[key] = meta[key]
     return answer
 
 
@@ -423,6 +477,8 @@ def answer(req: dict[str, Any]) -> str:
                 out.append(op_flush(c))
             elif kind == "cell":
                 out.append(op_cell(c, op))
+            elif kind == "repeat":
+                out.append(op_repeat(c, op))
             else:
                 out.append({"error": f"unknown op {kind!r}"})
         except OSError as e:

@@ -63,9 +63,13 @@ def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
             f"{host}: no SGLang server listens on port {hints.server_port}"
             + (f"; running: {describe_servers(t, servers)}" if servers else "")
         )
-    if len(servers) <= 1:
-        return servers[0][0] if servers else None
     port = launch_file_port(t, hints.launch_file, hints.compose_service)
+    if len(servers) <= 1:
+        if servers and port is not None and _port(servers[0]) != port:
+            # The one server running is not the launch file's (that one is down: a
+            # rollback recovering it must never stop another server in its place).
+            return None
+        return servers[0][0] if servers else None
     if port is None:
         raise ServerChoice(
             f"{host}: {len(servers)} SGLang servers run: {describe_servers(t, servers)}; "

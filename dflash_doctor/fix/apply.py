@@ -5,7 +5,7 @@ Everything that changes a host is here, and only runs when the user gave --apply
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import posixpath
 import shlex
 import time
@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
-from dflash_doctor.errors import DoctorError, FileMissing, PermissionDenied, TransportError
+from dflash_doctor.errors import DoctorError, FileExists, TransportError, UnsafeFile
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.fix import signals
 from dflash_doctor.fix.edits import EDITABLE
+from dflash_doctor.fix.journal import Journal, known_backup, open_journal
 from dflash_doctor.fix.launch_sources import source_for
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.fix.run_as import RunAs, relaunch_as
@@ -25,14 +27,13 @@ from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
-from dflash_doctor.transport.base import Transport
+from dflash_doctor.transport.base import FileId, Transport
 
 if TYPE_CHECKING:
     from dflash_doctor.fix.bench_step import BenchStep
 
 BACKUP_TAG = ".dflash-doctor-"
 BACKUP_SUFFIX = ".bak"
-LOCK_SUFFIX = ".dflash-doctor.lock"
 # The health wait, run on the host: asked directly (no proxy from the environment), a
 # redirect followed only on the server's own scheme, address and port, the answer read
 # bounded (issue 22: urlopen followed a redirect anywhere, as the main client once did).
@@ -94,6 +95,15 @@ class Applier:
         # Who the script relaunch runs as: read from the server before it is stopped, and
         # kept for the rollback's restart (the old server is gone by then).
         self.run_as: RunAs | None = None
+        # The launch file's lock and journal (fix/journal.py), once locked.
+        self.j: Journal | None = None
+        # Relaunch steps are journaled during the apply, not during its own rollback.
+        self.journaling = True
+
+    def step(self, name: str, **fields: object) -> None:
+        """Record an apply step in the journal (nothing before the lock is taken)."""
+        if self.j is not None and self.journaling:
+            self.j.step(name, **fields)
 
     def owner_of(self, pid: int | None, source: str) -> RunAs:
         """Who a script relaunch runs as (fix/run_as.py), read once, before any stop."""
@@ -132,37 +142,70 @@ class Applier:
         except DoctorError:
             return source
 
-    def write(self, source: str, data: bytes, mode: int) -> None:
-        self.t.write_file(source, data, mode=mode)
+    def write(
+        self, source: str, data: bytes, mode: int, expect: FileId | None = None
+    ) -> FileId | None:
+        """Replace the file through descriptors; its owner and group stay (transport)."""
+        return self.t.write_file(source, data, mode=mode, expect=expect)
 
-    def backup(self, source: str, stamp: str) -> tuple[str, bytes, int]:
-        path = source
-        old = self.t.read_file(path, max_bytes=1 << 20)
-        mode = self.t.file_mode(path)
+    def current(self, source: str) -> tuple[bytes, FileId]:
+        """The launch file's bytes and identity, read together: a link in its place or a
+        file changing under the read is refused."""
+        ident = self.t.file_id(source)
+        data = self.t.read_file(source, max_bytes=1 << 20)
+        if ident.kind != "file" or hashlib.sha256(data).hexdigest() != ident.sha256:
+            raise UnsafeFile(f"{self.spec.name}:{source}: changed while it was read")
+        return data, ident
+
+    def backup(self, source: str, stamp: str, old: bytes, ident: FileId) -> str:
+        """Back `old` up twice: a copy in the journal's directory (what --rollback
+        restores) and `FILE.dflash-doctor-STAMP.bak` beside the file for people, made
+        exclusively with the file's owner and mode. A name already there is this run's own
+        only when the journal recorded its inode; anything else stops the apply."""
+        assert self.j is not None
+        entry = self.j.entry or {}
         bak = backup_path(source, stamp)
-        try:
+        if "copy" in entry:
             # Edited twice in one run (several hosts in one inventory): keep the first state.
-            self.t.file_size(bak)
+            if not known_backup(entry, self.t.file_id(bak)):
+                raise UnsafeFile(f"{self.spec.name}:{bak}: not the backup this run made")
             self.steps.append(f"kept the backup {bak} made earlier in this run")
-        except DoctorError:
-            self.write(bak, old, mode)
-            self.steps.append(f"backed up {source} to {bak}")
-        return bak, old, mode
-
-    def lock(self, source: str) -> str:
-        """One apply or rollback per launch file at a time: a directory made atomically."""
-        lock = f"{source}{LOCK_SUFFIX}"
+            return bak
+        copy = self.j.keep_copy(old)
         try:
-            self.t.make_dir(lock)
-        except (FileMissing, PermissionDenied) as e:
-            raise TransportError(f"{lock}: cannot lock: {e}") from None
-        except TransportError:
-            raise TransportError(_locked(lock)) from None
-        return lock
+            made = self.t.create_file(bak, old, mode=ident.mode, owner=(ident.uid, ident.gid))
+        except FileExists:
+            raise UnsafeFile(
+                f"{self.spec.name}:{bak}: exists and is not a backup dflash-doctor made "
+                "(a link or another file): move it away and retry"
+            ) from None
+        self.step(
+            "backed_up",
+            backup=bak,
+            backup_id=[made.dev, made.ino],
+            copy=copy,
+            sha256=ident.sha256,
+            mode=ident.mode,
+        )
+        self.steps.append(f"backed up {source} to {bak} (and kept a copy in {copy})")
+        return bak
 
-    def unlock(self, lock: str) -> None:
-        with contextlib.suppress(DoctorError):
-            self.t.remove_dir(lock)
+    def lock(self, source: str, stamp: str, *, recover: bool = False) -> Journal:
+        """One apply or rollback per launch file at a time: the journal's lock, in a
+        directory the file's owner cannot write (fix/journal.py)."""
+        try:
+            j = open_journal(self.t, self.spec, source, stamp)
+            j.lock(recover=recover)
+        except FileExists:
+            raise TransportError(_locked(source)) from None
+        self.j = j
+        self.steps.extend(j.notes)
+        return j
+
+    def unlock(self) -> None:
+        """Release the lock this run took (never another doctor's)."""
+        if self.j is not None:
+            self.j.unlock()
 
     def check_space(self, source: str, size: int) -> None:
         """Enough free space for the backup and the new file, checked before anything stops."""
@@ -198,13 +241,16 @@ class Applier:
             raise TransportError(
                 f"{self.spec.name}: cannot stop {target}: {err[-1] if err else res.returncode}"
             )
+        self.step("stopping", stopping=target)
         deadline = time.monotonic() + STOP_WAIT_S
         while time.monotonic() < deadline:
             if not self._alive(pid, group=group):
+                self.step("stopped")
                 return
             time.sleep(0.2)
         self.t.run(self._sudo(["kill", "-KILL", "--", target]), timeout=10)
         self.steps.append(f"kill -KILL {target}")
+        self.step("stopped")
 
     def start_argv(self, source: str) -> list[str]:
         """How to start a launch script; checked before anything is stopped.
@@ -228,13 +274,17 @@ class Applier:
     def relaunch(self, launch: LaunchArgs, source: str, pid: int | None, log: str | None) -> None:
         budget = max(self.health_timeout, 30.0)
         if self.spec.fix.relaunch:
+            self.step("stopping", stopping="the configured relaunch command")
             self._run(["sh", "-c", self.spec.fix.relaunch], timeout=budget)
+            self.step("started")
             return
         commands = source_for(launch.kind).relaunch(source, self.spec.hints.compose_service)
         if commands is not None:  # a service manager restarts it
+            self.step("stopping", stopping="the service manager")
             for i, argv in enumerate(commands):
                 last = i == len(commands) - 1
                 self._run(self._sudo(argv), timeout=budget if last else 60)
+            self.step("started")
             return
         command = self.start_argv(source)  # can it start? before anything is stopped
         run_as = self.owner_of(pid, source)  # as whom? also before anything is stopped
@@ -242,8 +292,10 @@ class Applier:
             self._stop(self.started_session, group=True)
             self.started_session = None
         elif pid is not None:
-            self._stop(pid)
+            # Marked before the stop: an interrupt while it is stopping must still bring
+            # the server back (the rollback then finishes the stop and starts it again).
             self.stopped = pid
+            self._stop(pid)
         out = log or f"{source}.log"
         self.log_offset = self._size(out)
         where = posixpath.dirname(source) or "."
@@ -262,6 +314,7 @@ class Applier:
             self.steps.append(f"started in session {text}: {line}")
         else:
             self.steps.append(f"started (no session id came back): {line}")
+        self.step("started", session=self.started_session)
 
     def _size(self, path: str) -> int | None:
         try:
@@ -318,6 +371,7 @@ class Applier:
             if res is not None:
                 if res.ok:
                     self.steps.append(f"healthy: {url}")
+                    self.step("healthy")
                     return None
                 why = res.stderr.decode("utf-8", "replace").strip()[-200:] or why
             if self.started_session is not None and not self._alive(
@@ -326,6 +380,22 @@ class Applier:
                 return f"the relaunched server exited before {url} answered ({why})"
             time.sleep(0.5)
         return f"{url} not healthy after {self.health_timeout:g}s ({why})"
+
+    def answers(self, launch: LaunchArgs) -> bool:
+        """Whether anything answers the health URL right now (one probe)."""
+        try:
+            python = HostExec(self.t, self.spec).system_python()
+            return self.t.run([*python, "-c", HEALTH_PROBE, self.health_url(launch)]).ok
+        except DoctorError:
+            return False
+
+    def back_up_and_ours(self, launch: LaunchArgs) -> str | None:
+        """None when the server the doctor started answers health; an answer on the port
+        while that server is not running (a stale pid, another process) is not success."""
+        why = self.wait_healthy(launch)
+        if why is None and self.started_session is not None and self.server_pid() is None:
+            why = f"the relaunched server (session {self.started_session}) is not running"
+        return why
 
     def log_tail(self, facts: HostFacts | None, lines: int = 20) -> list[str]:
         """The server log's last lines, only those written since the relaunch when known."""
@@ -348,11 +418,11 @@ class Applier:
         return [redact_text(line) for line in text.decode("utf-8", "replace").splitlines()[-lines:]]
 
 
-def _locked(lock: str) -> str:
-    return (
-        f"another dflash-doctor apply or rollback holds {lock}; if none runs, "
-        f"remove that directory and retry"
-    )
+def _locked(source: str) -> str:
+    return f"another dflash-doctor apply or rollback holds the lock of {source}; retry later"
+
+
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 
 
 def apply_plan(
@@ -365,6 +435,8 @@ def apply_plan(
     health_timeout: float = 300.0,
     bench: BenchStep | None = None,
 ) -> Outcome:
+    """Back up, write, relaunch, verify; roll back on any failure. SIGTERM counts as Ctrl-C
+    (fix/signals.py) and every step is journaled beside the lock (fix/journal.py)."""
     if not plan.changes:
         return Outcome("unchanged", "nothing to change: the launch already has every fix")
     if plan.source is None or plan.new_text is None or plan.launch is None:
@@ -374,17 +446,23 @@ def apply_plan(
     if bench is not None and transport.live_refused is None:
         bench.before()  # before any change: a failure here changes nothing
     a = Applier(spec, transport, health_timeout)
-    try:
-        source = a.real_path(plan.source)
-        if source != a.real_dir(plan.source):
-            a.steps.append(f"{plan.source} is a link: editing {source}")
-        lock = a.lock(source)
-    except DoctorError as e:
-        return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
-    try:
-        return _apply_locked(a, spec, plan, facts, source, stamp, bench)
-    finally:
-        a.unlock(lock)
+    with signals.interruptible():
+        try:
+            source = a.real_path(plan.source)
+            if source != a.real_dir(plan.source):
+                a.steps.append(f"{plan.source} is a link: editing {source}")
+            a.lock(source, stamp).begin(link=plan.source)
+        except DoctorError as e:
+            a.unlock()
+            return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
+        except KeyboardInterrupt:
+            a.unlock()
+            return Outcome("failed", f"nothing changed: {INTERRUPTED}", steps=a.steps)
+        try:
+            return _apply_locked(a, spec, plan, facts, source, stamp, bench)
+        finally:
+            with signals.shielded():
+                a.unlock()
 
 
 def _apply_locked(
@@ -396,45 +474,84 @@ def _apply_locked(
     stamp: str,
     bench: BenchStep | None,
 ) -> Outcome:
+    """The apply under the lock: read and check, back up, write, relaunch and verify, or
+    put everything back (every step journaled)."""
     assert plan.new_text is not None and plan.launch is not None
     live = a.t.relaunch_refused is None
+    pid = spec.hints.pid or facts.server_pid()
+    written: FileId | None = None
+    old = b""
+    mode = 0o644
     try:
-        current = a.t.read_file(source, max_bytes=1 << 20)
-        if plan.old_text is not None and current.decode("utf-8", "replace") != plan.old_text:
-            return Outcome(
-                "failed",
-                f"nothing changed: {source} changed since it was read; run fix again",
-                steps=a.steps,
-            )
+        old, ident = a.current(source)
+        mode = ident.mode
+        if plan.old_text is not None and old.decode("utf-8", "replace") != plan.old_text:
+            raise UnsafeFile(f"{source} changed since it was read; run fix again")
         new = plan.new_text.encode("utf-8")
-        a.check_space(source, len(current) + len(new))
+        a.check_space(source, len(old) + len(new))
         managed = source_for(plan.launch.kind).managed
-        pid = spec.hints.pid or facts.server_pid()
         if live and not managed and not spec.fix.relaunch:
             a.start_argv(source)  # the relaunch must be able to start before anything stops
             a.owner_of(pid, source)  # and as the server's owner, or not at all
-        bak, old, mode = a.backup(source, stamp)
-        a.write(source, new, mode)
+        bak = a.backup(source, stamp, old, ident)
+        # The bytes and inode read above, checked again just before the rename: an edit
+        # made meanwhile is refused, never overwritten (the backup holds the read state).
+        written = a.write(source, new, mode, expect=ident) or ident
+        a.step("written", written_sha256=hashlib.sha256(new).hexdigest())
         wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
         if wrong is not None:
             a.write(source, old, mode)
+            a.step("failed")
             return Outcome(
                 "failed", f"nothing relaunched, {source} restored: {wrong}", bak, steps=a.steps
             )
-    except DoctorError as e:
-        return Outcome(
-            "failed", f"nothing relaunched, the server runs as before: {e}", steps=a.steps
-        )
+    except (DoctorError, KeyboardInterrupt) as e:
+        return _not_relaunched(a, source, old, mode, written, e)
     a.steps.append(f"wrote {source}")
     if not live:
+        a.step("done")
         # The steps name the file and its backup: the outcome says only what follows.
         return Outcome("written", "written; `--rollback` restores the backup", bak, steps=a.steps)
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
     failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
     if failure is None:
+        with signals.shielded():
+            a.step("done")
         return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
     tail = a.log_tail(new_facts or facts)
-    return _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+    with signals.shielded():
+        out = _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+    if signals.held():
+        out.message += f"; {INTERRUPTED} again during the rollback: held until it finished"
+    return out
+
+
+def _not_relaunched(
+    a: Applier,
+    source: str,
+    old: bytes,
+    mode: int,
+    written: FileId | None,
+    e: BaseException,
+) -> Outcome:
+    """A failure or an interrupt before anything was stopped: the file as it was (when it
+    was already written), the server untouched."""
+    why = INTERRUPTED if isinstance(e, KeyboardInterrupt) else str(e)
+    with signals.shielded():
+        if written is not None:
+            try:
+                a.write(source, old, mode)
+                a.steps.append(f"restored {source}")
+            except DoctorError as err:
+                a.step("failed")
+                return Outcome(
+                    "failed",
+                    f"nothing relaunched ({why}), but {source} could not be restored ({err}); "
+                    "`fix --rollback` restores it",
+                    steps=a.steps,
+                )
+        a.step("failed" if written is not None else "refused")
+    return Outcome("failed", f"nothing relaunched, the server runs as before: {why}", steps=a.steps)
 
 
 def _written_runs(
@@ -515,7 +632,7 @@ def _relaunch_verified(
     except DoctorError as e:
         failure = str(e)
     except KeyboardInterrupt:
-        failure = "interrupted (Ctrl-C)"
+        failure = INTERRUPTED
     return failure, new_facts
 
 
@@ -531,15 +648,21 @@ def _roll_back(
     failure: str,
     tail: list[str],
 ) -> Outcome:
-    """The old file, the old server; every failure says what is where and how to restore."""
+    """The old file, the old server; every failure says what is where and how to restore.
+    Runs shielded: a signal meanwhile is held until it has finished."""
+    a.step("rolling_back", failure=failure[:300])
+    a.journaling = False
     try:
         a.write(source, old, mode)
         a.steps.append(f"restored {source} from {bak}")
     except DoctorError as e:
+        a.journaling = True
+        a.step("failed")
         return Outcome(
             "failed",
-            f"fix failed: {failure}; and {source} could not be restored ({e}). The original is "
-            f"in {bak}: restore it with `cp -p {bak} {source}` and start the server again",
+            f"fix failed: {failure}; and {source} could not be restored ({e}). Run "
+            f"`fix --rollback` (it restores the copy the journal kept), or restore {bak} "
+            f"with `cp -p {bak} {source}` and start the server again",
             bak,
             tail,
             a.steps,
@@ -549,20 +672,25 @@ def _roll_back(
     back: str | None
     try:
         if stopped:
-            a.relaunch(launch, source, None, log)
-            back = a.wait_healthy(launch)
+            # An old server still stopping (interrupted mid-stop) is stopped first.
+            still = a.stopped if a.stopped is not None and a._alive(a.stopped) else None
+            a.relaunch(launch, source, still, log)
+            back = a.back_up_and_ours(launch)
         else:
             back = None
             a.steps.append("the running server was never stopped: nothing to relaunch")
     except DoctorError as e:
         back = str(e)
     except KeyboardInterrupt:
-        back = "interrupted (Ctrl-C) while restarting the old server"
+        back = f"{INTERRUPTED} while restarting the old server"
+    a.journaling = True
+    a.step("rolled_back" if back is None else "failed")
     status: Status = "rolled_back" if back is None else "failed"
     msg = f"fix failed: {failure}; rolled back {source} from {bak}" + (
         ""
         if back is None
-        else f", but the old server did not come back: {back}. Start it with {source}"
+        else f", but the old server did not come back: {back}. Run `fix --rollback` or "
+        f"start it with {source}"
     )
     return Outcome(status, msg, bak, tail, a.steps)
 
@@ -580,25 +708,6 @@ def describe_relaunch(
     return source_for(launch.kind).describe(source, spec.hints.compose_service)
 
 
-def backups(transport: Transport, spec: HostSpec, source: str) -> list[str]:
-    """This launch file's backups, oldest first (stamps sort by time)."""
-    directory = posixpath.dirname(source) or "."
-    name = posixpath.basename(source)
-    try:
-        entries = transport.list_dir(directory)
-    except DoctorError:
-        return []
-    ours = sorted(
-        e for e in entries if e.startswith(name + BACKUP_TAG) and e.endswith(BACKUP_SUFFIX)
-    )
-    return [posixpath.join(directory, e) for e in ours]
-
-
-def latest_backup(transport: Transport, spec: HostSpec, source: str) -> str | None:
-    found = backups(transport, spec, source)
-    return found[-1] if found else None
-
-
 def rollback(
     spec: HostSpec,
     transport: Transport,
@@ -607,51 +716,92 @@ def rollback(
     launch: LaunchArgs,
     health_timeout: float,
 ) -> Outcome:
-    """Restore the newest backup that differs from the file now, and relaunch.
+    """Restore the newest copy the journal kept that differs from the file now, and
+    relaunch; recover an apply that was killed (its lock cleared, its server started).
 
-    A backup equal to the current file (an apply that ran over an already fixed file) is
-    skipped: restoring it would change nothing.
+    Only copies the doctor made are restored (fix/journal.py): never a `*.bak` name found
+    beside the file. One equal to the current file (an apply that ran over an already fixed
+    file) is skipped: restoring it would change nothing.
     """
     a = Applier(spec, transport, health_timeout)
-    try:
-        real = a.real_path(source)
-        lock = a.lock(real)
-    except DoctorError as e:
-        return Outcome("failed", f"nothing changed: {e}")
-    try:
-        current = transport.read_file(real, max_bytes=1 << 20)
-        chain = backups(transport, spec, source)
-        bak = data = None
-        for candidate in reversed(chain):
-            content = transport.read_file(candidate, max_bytes=1 << 20)
-            if content != current:
-                bak, data = candidate, content
-                break
-        if bak is None or data is None:
-            why = "found" if not chain else "differs from the current file"
-            return Outcome("failed", f"no dflash-doctor backup of {source} {why}")
-        a.check_space(real, len(data))
-        pid = spec.hints.pid or facts.server_pid()
-        live = transport.relaunch_refused is None
-        if live and not source_for(launch.kind).managed and not spec.fix.relaunch:
-            try:
-                a.owner_of(pid, real)  # as whom the old server comes back, before any change
-            except DoctorError as e:
-                return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
-        a.write(real, data, transport.file_mode(bak))
-        a.steps.append(f"restored {real} from {bak}")
-        if transport.relaunch_refused is not None:
+    with signals.interruptible():
+        try:
+            real = a.real_path(source)
+            j = a.lock(real, datetime_stamp(), recover=True)
+        except DoctorError as e:
+            a.unlock()
+            return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
+        except KeyboardInterrupt:
+            a.unlock()
+            return Outcome("failed", f"nothing changed: {INTERRUPTED}", steps=a.steps)
+        try:
+            return _rollback_locked(a, j, source, real, facts, launch)
+        except KeyboardInterrupt:
+            return Outcome("failed", f"{INTERRUPTED}: see the steps", steps=a.steps)
+        except DoctorError as e:
+            return Outcome("failed", f"rollback failed: {e}", steps=a.steps)
+        finally:
+            with signals.shielded():
+                a.unlock()
+
+
+def datetime_stamp() -> str:
+    """A stamp for a rollback's own lock (journal entries keep the apply's stamps)."""
+    return time.strftime("%Y%m%dT%H%M%S")
+
+
+def _rollback_locked(
+    a: Applier, j: Journal, source: str, real: str, facts: HostFacts, launch: LaunchArgs
+) -> Outcome:
+    """The rollback under the lock: the copy to restore (or an interrupted apply's server to
+    start), checked before any change, then restored and relaunched."""
+    spec, t = a.spec, a.t
+    current, cur_id = a.current(real)
+    chain = j.copies()
+    pending = j.unfinished()
+    pick = next(((e, data) for e, data in chain if data != current), None)
+    pid = spec.hints.pid or facts.server_pid()
+    live = t.relaunch_refused is None
+    up = pid is not None and a._alive(pid)
+    if pick is None and not (live and pending is not None and not up):
+        if pending is not None:
+            j.mark(pending, "recovered")
+        why = "found" if not chain else "differs from the current file"
+        return Outcome("failed", f"no dflash-doctor backup of {source} {why}", steps=a.steps)
+    if live and not source_for(launch.kind).managed and not spec.fix.relaunch:
+        a.owner_of(pid if up else None, real)  # as whom it comes back, before any change
+        if not up and a.answers(launch):
+            # No server of this file runs (a stale pid, one that exited), yet the port
+            # answers: whatever holds it is not what the rollback starts, and its answer
+            # would pass for the restored server's.
             return Outcome(
-                "written",
-                "rolled back (offline or recorded host: nothing relaunched)",
-                bak,
+                "failed",
+                f"nothing changed: {a.health_url(launch)} answers, but no server of {source} "
+                "runs: another process holds the port; stop it, then roll back",
                 steps=a.steps,
             )
+    a.journaling = False
+    bak: str | None = None
+    with signals.shielded():
+        if pick is not None:
+            entry, data = pick
+            bak = str(entry.get("backup") or entry.get("copy"))
+            a.check_space(real, len(data))
+            mode = entry.get("mode")
+            a.write(real, data, mode if isinstance(mode, int) else cur_id.mode, expect=cur_id)
+            a.steps.append(f"restored {real} from {bak} (the copy kept in {entry.get('copy')})")
+        else:
+            a.steps.append(f"an interrupted apply left no server running: starting {real}")
+        if not live:
+            _finish(j, pending, pick)
+            return Outcome(
+                "written", "rolled back (offline or recorded host: nothing relaunched)", bak,
+                steps=a.steps,
+            )  # fmt: skip
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
-        a.relaunch(launch, real, pid, log)
-        why_not = a.wait_healthy(launch)
-    finally:
-        a.unlock(lock)
+        a.relaunch(launch, real, pid if up else None, log)
+    why_not = a.back_up_and_ours(launch)
+    _finish(j, pending, pick)
     if why_not is not None:
         return Outcome(
             "failed",
@@ -662,3 +812,14 @@ def rollback(
             a.steps,
         )
     return Outcome("applied", "rolled back and relaunched", bak, steps=a.steps)
+
+
+def _finish(
+    j: Journal, pending: dict[str, object] | None, pick: tuple[dict[str, object], bytes] | None
+) -> None:
+    """The journal after a rollback: the interrupted apply recovered, the restored one
+    rolled back."""
+    if pending is not None:
+        j.mark(pending, "recovered")
+    if pick is not None and pick[0] is not pending:
+        j.mark(pick[0], "rolled_back")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
-from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.errors import DoctorError, FactError, TransportError
 from dflash_doctor.facts.launch import parse_argv, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.fix.apply import Applier
@@ -365,7 +365,7 @@ class DockerFix:
         except DoctorError as e:
             failure = str(e)
         except KeyboardInterrupt:
-            failure = "interrupted (Ctrl-C)"
+            failure = "interrupted (Ctrl-C or SIGTERM)"
         if failure is None:
             try:
                 engine.remove(old)
@@ -445,25 +445,51 @@ class DockerFix:
         self.view = _view(plan, diff=redact_block(plan.diff()), relaunch=up)
         if not apply:
             return FixReport(host=self.spec.name, outcome="planned", plan=self.view)
-        backup = f"{source}.dflash-doctor-{self.stamp}.bak"
+        # Backed up, locked and journaled as a launch script is (fix/apply.py, journal.py):
+        # the compose file's directory is its owner's, the doctor's state is not.
+        a = Applier(self.spec, outer, self.health_timeout)
         try:
-            mode = outer.file_mode(source)
-            outer.write_file(backup, text.encode(), mode=mode)
-            outer.write_file(source, plan.new_text.encode(), mode=mode)
+            real = a.real_path(source)
+            a.lock(real, self.stamp).begin(link=source)
         except DoctorError as e:
+            a.unlock()
+            return self._report(False, f"nothing changed: {e}")
+        try:
+            return self._compose_apply(a, plan, real, text, launch)
+        finally:
+            a.unlock()
+
+    def _compose_apply(
+        self, a: Applier, plan: FixPlan, source: str, text: str, launch: LaunchArgs
+    ) -> FixReport:
+        """The compose file backed up and written under the lock, the service recreated and
+        verified, or the old file and service put back."""
+        assert plan.new_text is not None and plan.new_argv is not None
+        try:
+            old, ident = a.current(source)
+            if old.decode("utf-8", "replace") != text:
+                raise TransportError(f"{source} changed since it was read; run fix again")
+            a.backup(source, self.stamp, old, ident)
+            a.write(source, plan.new_text.encode(), ident.mode, expect=ident)
+            a.step("written")
+        except DoctorError as e:
+            self.steps += a.steps
             return self._report(False, f"nothing relaunched, the server runs as before: {e}")
-        self.steps += [f"backup: {backup}", f"wrote {source}"]
-        assert plan.new_argv is not None
+        self.steps += [*a.steps, f"wrote {source}"]
+        a.step("stopping", stopping="docker compose up")
         failure = self._up(source) or self.verify(plan, _launch_of(plan.new_argv, source))
         if failure is None:
+            a.step("done")
             return self._report(True, f"applied to {source} and verified")
         tail = self._logs_tail()
+        a.step("rolling_back")
         try:
-            outer.write_file(source, text.encode(), mode=mode)
+            a.write(source, old, ident.mode)
             self.steps.append(f"restored {source}")
             back = self._up(source) or self.verify(None, launch)
         except DoctorError as e:
             back = str(e)
+        a.step("failed" if back is not None else "rolled_back")
         if back is not None:
             return self._report(False, f"{failure}; ROLLBACK FAILED: {back}", tail)
         return self._report(
@@ -471,27 +497,27 @@ class DockerFix:
         )
 
     def compose_rollback(self, source: str, text: str, launch: LaunchArgs) -> FixReport:
-        outer = self.t.outer
-        directory, base = os.path.split(source)
+        """The newest copy the journal kept that differs from the compose file, restored
+        (never a `*.bak` name found beside it), then the service recreated."""
+        a = Applier(self.spec, self.t.outer, self.health_timeout)
         try:
-            names = sorted(
-                n
-                for n in outer.list_dir(directory or "/")
-                if n.startswith(f"{base}.dflash-doctor-") and n.endswith(".bak")
-            )
+            real = a.real_path(source)
+            j = a.lock(real, self.stamp, recover=True)
+            current, cur_id = a.current(real)
+            pick = next(((e, d) for e, d in j.copies() if d != current), None)
+            if pick is None:
+                return self._report(
+                    False, f"no backup of {source} differs from it: nothing to roll back"
+                )
+            entry, old = pick
+            mode = entry.get("mode")
+            a.write(real, old, mode if isinstance(mode, int) else cur_id.mode, expect=cur_id)
+            j.mark(entry, "rolled_back")
         except DoctorError as e:
-            return self._report(False, f"cannot list backups of {source}: {e}")
-        for name in reversed(names):
-            path = os.path.join(directory, name)
-            old = outer.read_file(path, max_bytes=1 << 20)
-            if old.decode("utf-8", "replace") != text:
-                break
-        else:
-            return self._report(
-                False, f"no backup of {source} differs from it: nothing to roll back"
-            )
-        outer.write_file(source, old, mode=outer.file_mode(source))
-        self.steps.append(f"restored {source} from {path}")
+            return self._report(False, f"not rolled back: {e}")
+        finally:
+            a.unlock()
+        self.steps += [*a.steps, f"restored {real} from {entry.get('backup')}"]
         restored = parse_launch_file(
             old, source=source, path=source, service=self.t.info.compose_service
         )

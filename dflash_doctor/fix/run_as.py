@@ -9,9 +9,9 @@ host_exec does), its supplementary groups (`Groups:`), and its whole environment
 never shown). It starts as that user through the same setpriv words host_exec builds
 (`host_exec_rules.as_user`) and `env -i -- NAME=value...`. When no server runs (a rollback
 after it exited), the launch file's owner is the user (uid and gid of the file, or of its
-directory when that is another user's and the file root's: the doctor's own write leaves it
-root's; no supplementary groups); a root file in a root directory keeps the doctor's
-environment, as before.
+directory when that is another user's and the file root's, as an older doctor's write left
+it; writes now keep the file's owner; no supplementary groups); a root file in a root
+directory keeps the doctor's environment, as before.
 
 When the owner cannot be read, or the doctor can neither be nor become that user, the
 relaunch is refused before anything is stopped. A systemd unit is never started here:

@@ -23,7 +23,7 @@ from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_w
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.open import open_here
-from dflash_doctor.transport.ssh import SSHOptions
+from dflash_doctor.transport.ssh_options import SSHOptions
 
 if TYPE_CHECKING:
     from dflash_doctor.bench.matrix import BenchOptions

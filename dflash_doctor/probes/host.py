@@ -25,7 +25,7 @@ from dflash_doctor.probes.runner import (
 from dflash_doctor.transport.base import Transport
 
 if TYPE_CHECKING:  # paramiko is imported only where SSH is used
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from dflash_doctor.bench.baseline import Pair, pairs
 from dflash_doctor.bench.compare import Verdict
+from dflash_doctor.bench.prefix_probe import probe_line
 from dflash_doctor.facts.bench_stats import (
     Interval,
     cell_interval,
@@ -59,11 +60,18 @@ def cell_summary(c: BenchCell) -> dict[str, Any]:
         "accept_histogram": histogram(c) or None,
         "prompt_tokens_mean": _mean_of([r.prompt_tokens for r in c.ok]),
         "stopped_share": finish_share(c, "stop"),
+        "reasoning_responses": _reasoning_count(c),
         "tokens_per_s_request": c.tokens_per_s_request,
         "tokens_per_s_total": c.tokens_per_s_total,
         "latency_s": c.latency_s,
         "wall_s": c.wall_s,
     }
+
+
+def _reasoning_count(c: BenchCell) -> int | None:
+    """Responses of the cell that carried reasoning tokens (None: the host did not say)."""
+    known = [r.reasoning for r in c.ok if r.reasoning is not None]
+    return sum(known) if known else None
 
 
 def _mean_of(values: list[int | None]) -> float | None:
@@ -221,7 +229,9 @@ def _kinds(result: BenchResult) -> list[str]:
 
 def render_bench(result: BenchResult, console: Console) -> None:
     """The bench as a terminal report: its settings, a table per kind of prompt, notes."""
-    console.rule(Text(f"{result.host}  bench (SGLang {result.sglang_version})", style="bold"))
+    console.rule(
+        Text(clean(f"{result.host}  bench (SGLang {result.sglang_version})"), style="bold")
+    )
     console.print(
         f"window {result.window or 'none'}, {result.repeats} repeats per cell, "
         f"{result.max_new_tokens} new tokens at most per request, {result.tokens_sent} tokens "
@@ -236,9 +246,26 @@ def render_bench(result: BenchResult, console: Console) -> None:
         console.print(bench_table(result, f"prompts: {kind}", kind))
     for line in collapse_lines(result):
         console.print(Text(clean(line), style="bold red"))
+    for line in issue_lines(result):
+        console.print(Text(clean(line), style="bold red" if "differs" in line else ""))
     render_baseline(result, console)
     if result.corpus_notice:
         console.print(Text(result.corpus_notice, style="dim"))
+
+
+def reasoning_line(result: BenchResult) -> str | None:
+    """How many responses carried reasoning tokens, where the host said (DFD171)."""
+    rows = [r for c in result.cells for r in c.ok if r.reasoning is not None]
+    if not rows:
+        return None
+    thought = sum(1 for r in rows if r.reasoning)
+    return f"reasoning tokens (<think>) in {thought} of {len(rows)} responses"
+
+
+def issue_lines(result: BenchResult) -> list[str]:
+    """The reasoning share and the prefix-reuse probe's outcome, where measured."""
+    lines = [reasoning_line(result), probe_line(result.prefix_probe)]
+    return [line for line in lines if line is not None]
 
 
 def collapse_lines(result: BenchResult) -> list[str]:

@@ -1,4 +1,4 @@
-"""The machine-readable report (schema version 1, documented in README.md)."""
+"""The machine-readable report (schema version 1, documented in docs/report-json.md)."""
 
 from __future__ import annotations
 

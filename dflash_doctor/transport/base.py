@@ -39,6 +39,42 @@ class LineSplitter:
 
 
 @dataclass(frozen=True)
+class FileId:
+    """What a name held when it was looked at, without following a link: a file is the
+    same one later only with the same device and inode (and, with a hash, the same bytes).
+    `kind`: file, dir, link or other."""
+
+    dev: int
+    ino: int
+    uid: int
+    gid: int
+    mode: int
+    size: int
+    kind: str
+    sha256: str | None = None
+
+    @classmethod
+    def of(cls, raw: dict[str, object]) -> FileId:
+        """From transport/safe_files.py's `identity` dict (local or a host's JSON answer)."""
+
+        def num(key: str) -> int:
+            value = raw.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"bad {key}")
+            return value
+
+        digest = raw.get("sha256")
+        return cls(
+            num("dev"), num("ino"), num("uid"), num("gid"), num("mode"), num("size"),
+            str(raw.get("kind")), digest if isinstance(digest, str) else None,
+        )  # fmt: skip
+
+    def expected(self) -> dict[str, object]:
+        """The form safe_files' `expect` takes."""
+        return {"dev": self.dev, "ino": self.ino, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
 class CommandResult:
     returncode: int
     stdout: bytes
@@ -102,7 +138,40 @@ class Transport(Protocol):
         """`path` with every symlink resolved, as a host path (inside the tree/container)."""
         ...
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
+        """Replace `path` atomically through descriptors (transport/safe_files.py): an
+        existing file keeps its owner and group (`owner`: a new file's), `mode` is set on
+        the descriptor, and with `expect` a file that changed since it was read is refused
+        (UnsafeFile). The new file's identity, where the host can tell."""
+        ...
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        """Make `path` only where no such name exists (FileExists), whole, never through a
+        link: backups and locks."""
+        ...
+
+    def file_id(self, path: str) -> FileId:
+        """What is at `path` now, without following a link (a file: with its sha256)."""
+        ...
+
+    def remove_file(self, path: str) -> None:
+        """Remove one name (a file or link, never what a link points to)."""
+        ...
+
+    def private_dir(self, path: str) -> None:
+        """Make (or accept) a directory only the doctor's user can write (the apply journal
+        lives there); anything else at `path` is refused (UnsafeFile)."""
+        ...
 
     def make_dir(self, path: str) -> None:
         """mkdir (atomic, fails with TransportError when it exists): `fix` locks with it."""

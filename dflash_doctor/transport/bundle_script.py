@@ -411,6 +411,11 @@ class Bundle:
 
     def _config_file(self, path: str) -> None:
         data = self.read(path, self.limits["config"])
+        # finders/drafter_files.py reads these beside a drafter's config.json (bounded there
+        # too); read beside every model's: the bundle does not know which one is the drafter.
+        folder = posixpath.dirname(path) or "."
+        for name, limit in self.cfg.get("model_side_files", []):
+            self.read(posixpath.join(folder, name), min(int(limit), self.limits["config"]))
         try:
             archs = json.loads(data)["architectures"] if data is not None else []
         except (ValueError, KeyError, TypeError):

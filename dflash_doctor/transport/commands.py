@@ -10,12 +10,34 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from dflash_doctor.errors import DoctorError, Refused, TransportError
-from dflash_doctor.transport.base import CommandResult
+from dflash_doctor.errors import (
+    DoctorError,
+    FileExists,
+    FileMissing,
+    PermissionDenied,
+    Refused,
+    TransportError,
+    UnsafeFile,
+)
+from dflash_doctor.transport.base import CommandResult, FileId
 from dflash_doctor.transport.questions import NVIDIA_SMI, nvidia_smi_table, pgrep_or_proc
 
 if TYPE_CHECKING:
     from dflash_doctor.transport.base import Transport
+
+# transport/safe_files.py's error kinds, as the TransportError each stands for.
+SAFE_ERRORS: dict[str, type[TransportError]] = {
+    "unsafe": UnsafeFile,
+    "exists": FileExists,
+    "missing": FileMissing,
+    "denied": PermissionDenied,
+}
+
+
+def safe_error(host: str, path: str, kind: str, reason: str) -> TransportError:
+    """One line naming host and path for a refused or failed safe_files change."""
+    cls = SAFE_ERRORS.get(kind, TransportError)
+    return cls(f"{host}:{path}: {'refused: ' if cls is UnsafeFile else ''}{reason.lower()}")
 
 
 class HostCommands:
@@ -58,6 +80,20 @@ class HostCommands:
             return int(res.stdout.decode("ascii", "replace").splitlines()[1].split()[3]) * 1024
         except (DoctorError, ValueError, IndexError):
             return None  # no df there: the atomic writes still fail cleanly
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        raise Refused(f"{self.host}:{path}: files are not made on this kind of host")
+
+    def file_id(self, path: str) -> FileId:
+        raise Refused(f"{self.host}:{path}: this kind of host cannot tell a file's inode")
+
+    def remove_file(self, path: str) -> None:
+        raise Refused(f"{self.host}:{path}: files are not removed on this kind of host")
+
+    def private_dir(self, path: str) -> None:
+        raise Refused(f"{self.host}:{path}: no directory is made on this kind of host")
 
     def process_ids(self) -> list[int]:
         return pgrep_or_proc(cast("Transport", self))

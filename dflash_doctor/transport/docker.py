@@ -34,6 +34,7 @@ from dflash_doctor.redact import is_secret_name, redact_argv
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     CommandResult,
+    FileId,
     HostKind,
     StderrLines,
     Transport,
@@ -255,7 +256,15 @@ class DockerTransport(HostCommands):
             return self.files.real_path(path)
         return super().real_path(path)
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
         from dflash_doctor.errors import Refused
 
         raise Refused(

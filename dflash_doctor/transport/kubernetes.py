@@ -26,6 +26,7 @@ from dflash_doctor.errors import HostUnreachable, Refused, TransportError
 from dflash_doctor.redact import is_secret_name, redact_argv
 from dflash_doctor.transport.base import (
     CommandResult,
+    FileId,
     HostKind,
     StderrLines,
     Transport,
@@ -296,7 +297,15 @@ class KubernetesTransport(ExecFiles, HostCommands):
             self.target.exec_argv(bounded_on_host(argv, timeout)), timeout=timeout + 10
         )
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
         raise Refused(f"{self.host}:{path}: a pod's files are never edited: `fix` prints a patch")
 
     def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:

@@ -9,22 +9,22 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import IO, BinaryIO
 
 from dflash_doctor.errors import FileMissing, PermissionDenied, TimedOut, TransportError
+from dflash_doctor.transport import safe_files
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     MAX_OUTPUT_BYTES,
     CommandResult,
+    FileId,
     HostKind,
     LineSplitter,
     StderrLines,
 )
-from dflash_doctor.transport.commands import HostCommands
+from dflash_doctor.transport.commands import HostCommands, safe_error
 
 
 def _os_error(host: str, path: str, e: OSError) -> TransportError:
@@ -36,6 +36,10 @@ def _os_error(host: str, path: str, e: OSError) -> TransportError:
     elif e.errno in (errno.EACCES, errno.EPERM):
         kind = PermissionDenied
     return kind(f"{host}:{path}: {reason.lower()}")
+
+
+# remove_file answers no identity: a placeholder FileId.of accepts.
+_EMPTY_ID: dict[str, object] = dict.fromkeys(("dev", "ino", "uid", "gid", "mode", "size"), 0)
 
 
 class _Ended:
@@ -234,17 +238,53 @@ class LocalTransport(HostCommands):
         except OSError as e:
             raise _os_error(self.host, path, e) from None
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
-        """Write atomically: a temp file beside the target, then rename over it."""
-        target = Path(path)
+    def _safely(self, path: str, change: Callable[[], dict[str, object]]) -> FileId:
+        """A safe_files change, its refusals and OS errors as one typed line."""
         try:
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
+            return FileId.of(change())
+        except safe_files.Unsafe as e:
+            raise safe_error(self.host, path, "unsafe", str(e)) from None
         except OSError as e:
-            raise _os_error(self.host, path, e) from None
+            kind = safe_files.kind_of(e)
+            raise safe_error(self.host, path, kind, e.strerror or type(e).__name__) from None
+
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId:
+        """Write atomically through descriptors (transport/safe_files.py): the file keeps
+        its owner and group, a change since `expect` is refused, and no link is followed
+        (a caller that writes through one resolves it first, with real_path)."""
+        want = expect.expected() if expect is not None else None
+        return self._safely(path, lambda: safe_files.replace_file(path, data, mode, want, owner))
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        """Make a new file, refused (FileExists) where the name exists, a link included."""
+        return self._safely(path, lambda: safe_files.create_file(path, data, mode, owner))
+
+    def file_id(self, path: str) -> FileId:
+        """What is at `path`, not following a link."""
+        return self._safely(path, lambda: safe_files.file_id(path))
+
+    def remove_file(self, path: str) -> None:
+        """Remove one name, never what a link points to."""
+
+        def gone() -> dict[str, object]:
+            safe_files.remove_file(path)
+            return _EMPTY_ID
+
+        self._safely(path, gone)
+
+    def private_dir(self, path: str) -> None:
+        """A directory only the doctor's user can write."""
+        self._safely(path, lambda: safe_files.private_dir(path))
 
     def real_path(self, path: str) -> str:
         """The path with every symbolic link resolved."""

@@ -18,7 +18,7 @@ from dflash_doctor.transport.offline import OfflineTransport
 from dflash_doctor.transport.recorded import RecordedTransport
 
 if TYPE_CHECKING:  # paramiko is imported only where SSH is used
-    from dflash_doctor.transport.ssh import SSHOptions
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
 Opener = Callable[[HostSpec, "SSHOptions | None"], Transport]
 
@@ -44,7 +44,8 @@ def _ssh(spec: HostSpec, ssh: SSHOptions | None) -> Transport:
     # Imported here so that only the SSH path loads paramiko.
     from dataclasses import replace
 
-    from dflash_doctor.transport.ssh import SSHOptions, SSHTransport
+    from dflash_doctor.transport.ssh import SSHTransport
+    from dflash_doctor.transport.ssh_options import SSHOptions
 
     assert spec.connection.address is not None
     options = ssh or SSHOptions()

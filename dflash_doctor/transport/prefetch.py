@@ -34,6 +34,7 @@ from dflash_doctor.transport.base import (
     NO_SUCH_FILE,
     PERMISSION_DENIED,
     CommandResult,
+    FileId,
     StderrLines,
     Transport,
 )
@@ -420,9 +421,27 @@ class PrefetchTransport(Delegating):
 
         return self._answer(f"readlink {path}", decode, lambda: self.inner.readlink(path))
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
         self._answers = Answers(error="dropped after a write")
-        self.inner.write_file(path, data, mode=mode)
+        return self.inner.write_file(path, data, mode=mode, expect=expect, owner=owner)
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        self._answers = Answers(error="dropped after a write")
+        return self.inner.create_file(path, data, mode=mode, owner=owner)
+
+    def remove_file(self, path: str) -> None:
+        self._answers = Answers(error="dropped after a write")
+        self.inner.remove_file(path)
 
     # Asked through `run` and `list_dir` here, so that the bundle answers them.
     def process_ids(self) -> list[int]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dflash_doctor.errors import FactError, Refused
-from dflash_doctor.transport.base import CHUNK_BYTES, HostKind, Transport
+from dflash_doctor.transport.base import CHUNK_BYTES, FileId, HostKind, Transport
 from dflash_doctor.transport.chroot import resolve_inside
 from dflash_doctor.transport.questions import proc_pids
 from dflash_doctor.transport.wrapped import Delegating
@@ -99,8 +99,30 @@ class RecordedTransport(Delegating):
             raise Refused(f"{self.host}:{path}: links outside the host tree")
         return "/" + posixpath.relpath(real, root) if real != root else "/"
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
-        self.inner.write_file(self.map(path), data, mode=mode)
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
+        return self.inner.write_file(self.map(path), data, mode=mode, expect=expect, owner=owner)
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        return self.inner.create_file(self.map(path), data, mode=mode, owner=owner)
+
+    def file_id(self, path: str) -> FileId:
+        return self.inner.file_id(self.map(path))
+
+    def remove_file(self, path: str) -> None:
+        self.inner.remove_file(self.map(path))
+
+    def private_dir(self, path: str) -> None:
+        self.inner.private_dir(self.map(path))
 
     def make_dir(self, path: str) -> None:
         self.inner.make_dir(self.map(path))

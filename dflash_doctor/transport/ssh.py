@@ -11,18 +11,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import getpass
+import json
 import logging
 import os
-import posixpath
 import select
 import shlex
 import socket
 import stat
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import paramiko
@@ -34,46 +33,31 @@ from dflash_doctor.errors import (
     TimedOut,
     TransportError,
 )
-from dflash_doctor.hosts import Address, parse_address
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     MAX_OUTPUT_BYTES,
     NO_SUCH_FILE,
     PERMISSION_DENIED,
     CommandResult,
+    FileId,
     HostKind,
     LineSplitter,
     StderrLines,
     bounded_on_host,
 )
-from dflash_doctor.transport.commands import HostCommands
+from dflash_doctor.transport.commands import HostCommands, safe_error
 from dflash_doctor.transport.known_hosts import KnownHosts, PatternClient
+from dflash_doctor.transport.ssh_options import SSHOptions, parse_target
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
 # last-resort handler would print it on stderr. Every failure reaches the user as one line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
-@dataclass(frozen=True)
-class SSHOptions:
-    user: str | None = None
-    port: int | None = None
-    identity_files: tuple[str, ...] = ()
-    proxy_jump: str | None = None
-    known_hosts: str | None = None
-    ssh_config: str | None = None
-    accept_new_host_key: bool = False
-    connect_timeout: float = 10.0
-    command_timeout: float = 60.0
-    interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
-
-
-def parse_target(text: str) -> Address:
-    """`[user@]host[:port]` (hosts.parse_address, the one parser), as a transport error."""
-    try:
-        return parse_address(text)
-    except ValueError as e:
-        raise TransportError(str(e)) from None
+# The host-side file helper (standard library, Python 3.8+), shipped as text per change.
+SAFE_FILES = "transport/safe_files.py"
+# What `remove` answers in place of an identity.
+_NO_ID = dict.fromkeys(("dev", "ino", "uid", "gid", "mode", "size"), 0)
 
 
 @dataclass(frozen=True)
@@ -401,7 +385,9 @@ class SSHTransport(HostCommands):
             raise HostUnreachable(f"{self.host}: connection closed")
         return transport
 
-    def _open_channel(self, argv: list[str], timeout: float) -> paramiko.Channel:
+    def _open_channel(
+        self, argv: list[str], timeout: float, stdin: bytes = b""
+    ) -> paramiko.Channel:
         transport = self._active()
         try:
             chan = transport.open_session(timeout=timeout)
@@ -409,7 +395,10 @@ class SSHTransport(HostCommands):
             # One argv, quoted for the remote shell: nothing from a host is interpolated raw.
             _exec_request(chan, shlex.join(bounded_on_host(argv, timeout)))
             # No terminal is asked for (sshd gives the command a session of its own, without
-            # one), and its stdin ends here: what it runs reads EOF, never waits on us.
+            # one), and its stdin ends here (after `stdin`, the data of a file write):
+            # what it runs reads EOF, never waits on us.
+            if stdin:
+                chan.sendall(stdin)
             chan.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise HostUnreachable(f"{self.host}: cannot run {argv[0]}: {e}") from None
@@ -445,11 +434,11 @@ class SSHTransport(HostCommands):
                 return
 
     def _exec(
-        self, argv: list[str], timeout: float, status: list[int]
+        self, argv: list[str], timeout: float, status: list[int], stdin: bytes = b""
     ) -> Iterator[tuple[bytes, bytes]]:
         """(stdout, stderr) pieces of one command; its exit status is appended to `status`."""
         deadline = time.monotonic() + timeout
-        chan = self._open_channel(argv, timeout)
+        chan = self._open_channel(argv, timeout, stdin)
         try:
             yield from self._pump(chan, argv, deadline, timeout)
             status.append(chan.recv_exit_status() if chan.exit_status_ready() else -1)
@@ -584,14 +573,67 @@ class SSHTransport(HostCommands):
             raise TransportError(f"{self.host}:{path}: not a link")
         return target
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
-        """Write atomically: a temp file beside the target, then a POSIX rename over it."""
-        tmp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.dflash-tmp")
+    def _safe(self, path: str, request: dict[str, object], data: bytes = b"") -> FileId:
+        """One transport/safe_files.py change, run on the host under its root-owned system
+        python3 (prefetch.guard_script), the data on stdin: the directory is opened and
+        the file made there through descriptors, never by path over SFTP (which follows
+        links and chmods by name)."""
+        from dflash_doctor.shipped import script_source
+        from dflash_doctor.transport.prefetch import guard_script
+
+        text = json.dumps({**request, "path": path}, separators=(",", ":"))
+        argv = ["sh", "-c", guard_script(), "sh", script_source(SAFE_FILES), text]
+        out, err = bytearray(), bytearray()
+        status: list[int] = []
+        for o, e in self._exec(argv, self.options.command_timeout, status, data):
+            out += o
+            err += e[: 65536 - len(err)]
+            if len(out) > 65536:
+                raise TransportError(f"{self.host}:{path}: the file helper said too much")
         try:
-            sftp = self.sftp()
-            with sftp.open(tmp, "wb") as f:
-                f.write(data)
-            sftp.chmod(tmp, mode)
-            sftp.posix_rename(tmp, path)
-        except (OSError, EOFError, paramiko.SSHException) as e:
-            raise self._file_error(path, e) from None
+            answer = json.loads(out.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            raise TransportError(
+                f"{self.host}:{path}: cannot change the file: {lines[-1] if lines else status}"
+            ) from None
+        if not isinstance(answer, dict) or "ok" not in answer:
+            got = answer if isinstance(answer, dict) else {}
+            raise safe_error(self.host, path, str(got.get("kind")), str(got.get("error")))
+        try:
+            return FileId.of(answer["ok"] or dict(_NO_ID))
+        except (ValueError, AttributeError):
+            raise TransportError(f"{self.host}:{path}: the file helper answered badly") from None
+
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId:
+        """Write atomically through descriptors on the host (see `_safe`)."""
+        request: dict[str, object] = {"op": "replace", "mode": mode, "owner": owner}
+        if expect is not None:
+            request["expect"] = expect.expected()
+        return self._safe(path, request, data)
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        """Make a new file on the host, refused where the name exists."""
+        return self._safe(path, {"op": "create", "mode": mode, "owner": owner}, data)
+
+    def file_id(self, path: str) -> FileId:
+        """What is at `path` on the host, not following a link."""
+        return self._safe(path, {"op": "id"})
+
+    def remove_file(self, path: str) -> None:
+        """Remove one name on the host."""
+        self._safe(path, {"op": "remove"})
+
+    def private_dir(self, path: str) -> None:
+        """A directory on the host only the login user can write."""
+        self._safe(path, {"op": "private_dir"})

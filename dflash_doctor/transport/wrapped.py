@@ -10,6 +10,7 @@ from typing import Any, Self
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     CommandResult,
+    FileId,
     HostKind,
     StderrLines,
     Transport,
@@ -59,8 +60,30 @@ class Delegating:
     def real_path(self, path: str) -> str:
         return self.inner.real_path(path)
 
-    def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
-        self.inner.write_file(path, data, mode=mode)
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: int = 0o644,
+        expect: FileId | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> FileId | None:
+        return self.inner.write_file(path, data, mode=mode, expect=expect, owner=owner)
+
+    def create_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+    ) -> FileId:
+        return self.inner.create_file(path, data, mode=mode, owner=owner)
+
+    def file_id(self, path: str) -> FileId:
+        return self.inner.file_id(path)
+
+    def remove_file(self, path: str) -> None:
+        self.inner.remove_file(path)
+
+    def private_dir(self, path: str) -> None:
+        self.inner.private_dir(path)
 
     def make_dir(self, path: str) -> None:
         self.inner.make_dir(path)

@@ -183,8 +183,32 @@ def test_dfd109_fires_on_falling_acceptance() -> None:
     log = _series_log([3.5] * 4 + [3.0] * 4 + [2.0] * 4)
     r = result("DFD109", drafter=drafter_cfg(), log=log, version="0.5.13")
     (f,) = r.findings
-    assert f.impact["accept_len_first_quarter"] == 3.5
-    assert f.impact["accept_len_last_quarter"] == 2.0
+    assert f.impact["Accept length before the drop (tokens per step)"] == 3.25
+    assert f.impact["Accept length after the drop (tokens per step)"] == 2.0
+    assert f.impact["Drop began"] == "between t7 and t8"
+
+
+def test_dfd109_reports_a_collapse_in_the_last_5_percent_whatever_the_window() -> None:
+    """4.1 for 95% of the run, 1.0 after: the quarter means (4.1, 3.48) hid it. A collapse
+    is reported on 0.5.23 too, where the window is served as trained (DFD103 does not fire),
+    and says when it began."""
+    values = [4.1] * 190 + [1.0] * 10
+    for version in ("0.5.13", "0.5.23"):
+        r = result("DFD109", drafter=drafter_cfg(), log=_series_log(values), version=version)
+        (f,) = r.findings
+        assert f.impact["Drop began"] == "between t189 and t190", version
+        assert "bonus token" in f.message, version
+        assert f.impact["Decode lines after the drop (share of the run)"] == 0.05
+    # a mild late drift on 0.5.23 is not blamed on the window, and not a collapse
+    drift = _series_log([4.1] * 190 + [3.0] * 10)
+    assert result("DFD109", drafter=drafter_cfg(), log=drift, version="0.5.23").status == "passed"
+    # a dip that recovered, and a warm-up, are not drops
+    dip = _series_log([4.1] * 100 + [1.0] * 10 + [4.1] * 90)
+    warm = _series_log([6.0] * 10 + [3.5] * 190)
+    for log in (dip, warm):
+        assert result("DFD109", drafter=drafter_cfg(), log=log, version="0.5.13").status == (
+            "passed"
+        )
 
 
 def test_dfd109_passes_steady_or_windowed() -> None:

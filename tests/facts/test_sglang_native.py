@@ -13,7 +13,8 @@ from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.runner import run_check
 from dflash_doctor.transport.local import LocalTransport
-from tests.conftest import REPO, drafter_cfg, host_facts, launch, stand_in_init
+from fixtures.stand_in import stand_in_init
+from tests.conftest import REPO, drafter_cfg, host_facts, launch
 
 FAKE = str(REPO / "fixtures" / "fake_sglang")
 

@@ -65,9 +65,9 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     request = paramiko.SFTPClient._request  # type: ignore[attr-defined]
     async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
 
-    def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
-        seen["exec"] += 1
-        return open_channel(self, argv, timeout)
+    def counted_open(self: SSHTransport, argv: list[str], timeout: float, *rest: Any) -> Any:
+        seen["exec"] += 1  # `rest`: the stdin of a file write (transport/safe_files.py)
+        return open_channel(self, argv, timeout, *rest)
 
     def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
         seen["sftp"] += 1
@@ -91,6 +91,28 @@ def test_a_recorded_host_costs_one_remote_execution(tree: Path, sshd, ssh_option
     assert dict(trips) == {"exec": 1}  # no SFTP at all: a gathering is one round trip
     local = check_host(load_recorded_host(str(tree)))
     assert remote.facts == local.facts and remote.results == local.results
+
+
+def test_files_beside_the_drafter_travel_in_the_one_round_trip(  # type: ignore[no-untyped-def]
+    tmp_path: Path, sshd, ssh_options, trips
+) -> None:
+    """The drafter's safetensors index and mask_embedding.pt (DFD160, DFD163) come back in
+    the bundle: no SFTP, the same facts as a local look."""
+    tree = tmp_path / "v0523"
+    shutil.copytree(FIXTURE_HOSTS / "v0523", tree)
+    (snapshot,) = (tree / "data/hf/hub/models--z-lab--Qwen3-4B-DFlash-b16/snapshots").iterdir()
+    side = REPO / "fixtures/checks/DFD160/fires/drafter/model.safetensors.index.json"
+    shutil.copy(side, snapshot / "model.safetensors.index.json")
+    shutil.copy(REPO / "fixtures/checks/DFD163/clean/drafter/mask_embedding.pt", snapshot)
+    spec = load_recorded_host(str(tree)).model_copy(update={"address": sshd.address})
+    remote = check_host(spec, ssh=ssh_options)
+    assert remote.reachable, remote.error
+    assert dict(trips) == {"exec": 1}
+    local = check_host(load_recorded_host(str(tree)))
+    assert remote.facts == local.facts and remote.results == local.results
+    files = remote.facts.drafter_files.value if remote.facts else None
+    assert files is not None and files.quantized_tensors > 0
+    assert files.sidecar_mask_token_id == 163838
 
 
 def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor.errors import HostUnreachable, TransportError
-from dflash_doctor.transport.ssh import SSHTransport, parse_target, resolve
+from dflash_doctor.transport.ssh import SSHTransport, resolve
+from dflash_doctor.transport.ssh_options import parse_target
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,118 @@
+"""The files that run on hosts run under the oldest Python each must serve.
+
+`ast.parse(..., feature_version=(3, 8))` (tests/transport/test_prefetch.py) checks only the
+grammar: `zip(..., strict=True)` parses on 3.8 and dies there at run time. vermin knows the
+stdlib's per-version API (keyword arguments included) and runs on every machine; where a
+real interpreter of the floor's version is installed (pyenv on the project's machines), the
+log filter runs under it too, on a log long enough to take its compaction path.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash_doctor import shipped
+from dflash_doctor.facts import log_filter
+
+PACKAGE = Path(shipped.__file__).parent
+
+
+def _vermin(target: tuple[int, int], files: list[str]) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from vermin.main import main; sys.exit(main())"
+    argv = [sys.executable, "-c", code, f"-t={target[0]}.{target[1]}-", "--no-tips"]
+    return subprocess.run(
+        [*argv, "--violations", "-q", *files], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("floor", sorted(set(shipped.HOST_SCRIPTS.values())))
+def test_host_scripts_need_no_newer_python_than_their_floor(floor: tuple[int, int]) -> None:
+    files = [str(PACKAGE / p) for p, f in shipped.HOST_SCRIPTS.items() if f == floor]
+    got = _vermin(floor, files)
+    assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_vermin_finds_a_runtime_only_feature(tmp_path: Path) -> None:
+    """The check above can fail: a 3.10 keyword that 3.8's grammar accepts is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("pairs = list(zip([1], [2], strict=True))\n")
+    got = _vermin((3, 8), [str(bad)])
+    assert got.returncode != 0 and "zip(strict)" in got.stdout
+
+
+def test_every_shipped_script_is_listed() -> None:
+    """Whatever the package reads with script_source() is in HOST_SCRIPTS (else it raises)."""
+    called = set()
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        called |= set(re.findall(r'script_source\(\s*"([^"]+)"', text))
+    for name in ("LOG_FILTER_SCRIPT", "LOG_FILTER", "BUNDLE_SCRIPT"):
+        for path in PACKAGE.rglob("*.py"):
+            m = re.search(rf'^{name} = "([^"]+)"', path.read_text(encoding="utf-8"), re.M)
+            if m:
+                called.add(m.group(1))
+    from dflash_doctor.prefetch_plan import BUNDLE_MODULES
+
+    called |= set(BUNDLE_MODULES.values())
+    assert called and called <= set(shipped.HOST_SCRIPTS), called - set(shipped.HOST_SCRIPTS)
+    with pytest.raises(KeyError):
+        shipped.script_source("cli.py")
+
+
+def _interpreter(version: tuple[int, int]) -> str | None:
+    name = f"python{version[0]}.{version[1]}"
+    pyenv = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version[0]}.{version[1]}.*")))
+    for candidate in [*(f"{p}/bin/{name}" for p in pyenv), shutil.which(name)]:
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def test_log_filter_compacts_its_series_under_python_3_8(tmp_path: Path) -> None:
+    """More decode lines than MAX_SERIES points hold: the series halves (the path that used
+    `zip(strict=True)`), and 3.8's records equal this interpreter's."""
+    python = _interpreter(shipped.HOST_SCRIPTS["facts/log_filter.py"])
+    if python is None:
+        pytest.skip("no Python 3.8 interpreter here (vermin above still checks the floor)")
+    line = (
+        "[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 1, #token: 9, token usage: "
+        "0.10, accept len: 3.00, accept rate: 0.20, cuda graph: True, gen throughput "
+        "(token/s): 9.00, #queue-req: 0\n"
+    )
+    log = tmp_path / "server.log"
+    log.write_text("x server_args=ServerArgs(speculative_algorithm='DFLASH')\n" + line * 2000)
+    argv = [str(PACKAGE / "facts/log_filter.py"), str(log)]
+    old = subprocess.run([python, "-I", *argv], capture_output=True, timeout=120)
+    new = subprocess.run([sys.executable, "-I", *argv], capture_output=True, timeout=120)
+    assert old.returncode == 0, old.stderr.decode(errors="replace")[-800:]
+    assert old.stdout == new.stdout
+    points = [r for r in old.stdout.splitlines() if r.startswith(b"P\t")]
+    assert 0 < len(points) < log_filter.MAX_SERIES < 2000
+
+
+@pytest.mark.parametrize("script", sorted(shipped.HOST_SCRIPTS))
+def test_host_script_module_code_runs_under_its_floor(script: str) -> None:
+    """Each file's module-level code (imports, aliases evaluated at import, constants) runs
+    under a real interpreter of its floor: what vermin cannot see (`Callable[...]` from
+    collections.abc, subscripted at import, fails only when run)."""
+    python = _interpreter(shipped.HOST_SCRIPTS[script])
+    if python is None:
+        pytest.skip("no interpreter of this floor here (vermin above still checks it)")
+    code = (
+        "import sys; p = sys.argv[1]; "
+        "exec(compile(open(p).read(), p, 'exec'), {'__name__': 'host_module'})"
+    )
+    got = subprocess.run(
+        [python, "-I", "-c", code, str(PACKAGE / script)], capture_output=True, timeout=60
+    )
+    err = got.stderr.decode(errors="replace")
+    if got.returncode and "No module named 'torch'" in err:
+        pytest.skip("the probe imports torch at module level; no torch for this interpreter")
+    assert got.returncode == 0, err[-800:]
