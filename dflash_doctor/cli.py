@@ -363,6 +363,10 @@ _CheckLimitOpt = Annotated[
 ]
 _JobsOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="hosts checked at once")]
 _TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="seconds allowed per host")]
+_BudgetTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=1, help="seconds allowed for the host (default: no limit)"),
+]
 _ConnectTimeoutOpt = Annotated[
     float, typer.Option("--connect-timeout", min=1, help="seconds to connect over SSH")
 ]
@@ -668,6 +672,7 @@ def probe(
     port: ServerPortOpt = None,
     fmt: FormatOpt = Format.text,
     plot: _ProbePlotOpt = None,
+    timeout: _BudgetTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -701,7 +706,12 @@ def probe(
     options = ProbeOptions(
         lengths, window, budget_mib, device, dtype, weights, python, agreement_tokens
     )
-    raise typer.Exit(_probe_one(specs[0], options, ssh, fmt, plot))
+    from dflash_doctor.pipeline import within_budget
+
+    spec = specs[0]
+    raise typer.Exit(
+        within_budget(spec.name, timeout, lambda: _probe_one(spec, options, ssh, fmt, plot))
+    )
 
 
 def _probe_one(
@@ -946,6 +956,14 @@ _FixYesOpt = Annotated[bool, typer.Option("--yes", help="do not ask before --app
 _RollbackOpt = Annotated[
     bool, typer.Option("--rollback", help="restore the last backup and relaunch")
 ]
+_FixTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=1,
+        help="seconds allowed to read each host and plan its fix (default: no limit)",
+    ),
+]
 _HealthTimeoutOpt = Annotated[
     float, typer.Option("--health-timeout", min=1, help="seconds to wait for /health")
 ]
@@ -992,6 +1010,7 @@ class _FixArgs:
     yes: bool
     do_rollback: bool
     health_timeout: float
+    timeout: float | None
     identity: list[str] | None
     known_hosts: str | None
     ssh_config: str | None
@@ -1022,6 +1041,7 @@ def fix(
     yes: _FixYesOpt = False,
     do_rollback: _RollbackOpt = False,
     health_timeout: _HealthTimeoutOpt = 300.0,
+    timeout: _FixTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -1132,6 +1152,7 @@ def _fix_hosts(args: _FixArgs, specs: list[HostSpec], *, ask: bool) -> list[FixR
             roll_back=args.do_rollback,
             stamp=stamp,
             health_timeout=args.health_timeout,
+            read_timeout=args.timeout,
             bench=bench_options,
             bench_threshold=args.bench_threshold,
             local_env=_local_env() if args.offline else None,
@@ -1237,6 +1258,7 @@ def bench_command(
     launch: _BenchLaunchOpt = None,
     drafter: DrafterOpt = None,
     target: TargetOpt = None,
+    timeout: _BudgetTimeoutOpt = None,
     identity: IdentityOpt = None,
     known_hosts: KnownHostsOpt = None,
     ssh_config: SshConfigOpt = None,
@@ -1265,7 +1287,9 @@ def bench_command(
         },
     )
     ssh = _ssh(identity, known_hosts, ssh_config, accept_new_host_key)
-    result = _bench_live(spec, ssh, options)
+    from dflash_doctor.pipeline import within_budget
+
+    result = within_budget(spec.name, timeout, lambda: _bench_live(spec, ssh, options))
     _show_bench(result, spec.name, fmt, output, plot)
     failed = [c for c in result.cells if c.accept_length is None]
     raise typer.Exit(1 if failed or result.collapse else 0)
@@ -1371,6 +1395,9 @@ def main() -> None:
         # Not standalone: click would turn an unexpected exception into exit 1, the code
         # for findings. Here every way out has its documented code (report.py).
         code = app(standalone_mode=False)
+    except HostUnreachable as e:  # unreachable, or ran past --timeout: exit 3 everywhere
+        _say(one_line(f"dflash-doctor: unreachable: {e}"))
+        sys.exit(EXIT_UNREACHABLE)
     except DoctorError as e:
         _say(one_line(f"dflash-doctor: error: {e}"))
         sys.exit(EXIT_USAGE)

@@ -4,6 +4,13 @@
 class DoctorError(Exception):
     """Base of every error that is reported to the user as one line."""
 
+    def __str__(self) -> str:
+        # A message may quote a host's or a file's text (a launch line, a YAML error's
+        # context): secrets in it never reach the user (issue 22).
+        from dflash_doctor.redact import redact_message
+
+        return redact_message(super().__str__())
+
 
 class FactError(DoctorError):
     """A fact could not be read or parsed; the message names what and why."""

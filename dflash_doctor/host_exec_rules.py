@@ -234,25 +234,48 @@ class Rules:
         why = self.unsafe(python, allowed, "regular file")
         if why is not None:
             raise Refused(f"not run: interpreter {why}")
-        words = [CLEAN_PATH, SAFE_PATH]
-        for key in PASSED_ENV:
-            value = (env or {}).get(key)
-            if value is None or "\0" in value:
-                continue
-            if key == "PYTHONPATH" and owner is None:
-                # No owner runs it: only entries nobody else can change are kept.
-                value = ":".join(
-                    e
-                    for e in value.split(":")[:MAX_IMPORT_ENTRIES]
-                    if e and self.unsafe(e, allowed, "directory") is None
-                )
-                if not value:
-                    continue
-            words.append(f"{key}={value}")
+        words = [CLEAN_PATH, SAFE_PATH, *self._env_words(env, owner, runner, allowed)]
         argv = ["sh", "-c", NEUTRAL_SCRIPT, "sh", "env", "-i", *words, python]
         if owner is not None and me == 0 and owner[0] != 0:
             argv = [*as_user(owner[0], owner[1]), *argv]
         return argv
+
+    def _env_words(
+        self,
+        env: Mapping[str, str] | None,
+        owner: tuple[int, int] | None,
+        runner: int,
+        allowed: set[int],
+    ) -> list[str]:
+        """The server's PASSED_ENV as `NAME=value` words for `env -i`.
+
+        PYTHONPATH: with no owner, only entries nobody else can change are kept; for a
+        root-owned server (run as root) an entry another user can change refuses the run
+        (root would import what they put there; dropping it would ask a different
+        interpreter than the server's). HOME: kept only where root or the runner owns it
+        and nobody else can write it, else dropped: another user's HOME gives root their
+        `~/.local` site-packages and `.pth` files (issue 22)."""
+        words = []
+        for key in PASSED_ENV:
+            value = (env or {}).get(key)
+            if value is None or "\0" in value:
+                continue
+            if key == "PYTHONPATH" and (owner is None or runner == 0):
+                entries = [e for e in value.split(":")[:MAX_IMPORT_ENTRIES] if e]
+                verdicts = [(e, self.unsafe(e, allowed, "directory")) for e in entries]
+                bad = [(e, why) for e, why in verdicts if why is not None]
+                if bad and owner is not None:
+                    raise Refused(
+                        f"not run: PYTHONPATH entry {bad[0][0]} of a root-owned server is "
+                        f"not root's alone ({bad[0][1]})"
+                    )
+                value = ":".join(e for e, why in verdicts if why is None)
+                if not value:
+                    continue
+            if key == "HOME" and self.unsafe(value, allowed, "directory") is not None:
+                continue
+            words.append(f"{key}={value}")
+        return words
 
     def system_python(self, pid: int | None) -> list[str]:
         """The host's own Python (for our stdlib-only scripts), isolated from the environment."""

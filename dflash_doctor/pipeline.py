@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dflash_doctor.defaults import DEFAULT_HOST_TIMEOUT as DEFAULT_HOST_TIMEOUT
 from dflash_doctor.defaults import DEFAULT_JOBS as DEFAULT_JOBS
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from dflash_doctor.transport.ssh_options import SSHOptions
 
 
+T = TypeVar("T")
 # Set on Ctrl-C: every host still running reports "cancelled" at once.
 CANCEL = threading.Event()
 _POLL_S = 0.2
@@ -75,6 +76,35 @@ def check_host(
         t.close()  # wakes whatever read is blocked on this host
     why = "cancelled" if _cancelled() else f"timed out after {timeout:g}s"
     return HostReport(host=spec.name, reachable=False, error=f"{spec.name}: {why}")
+
+
+def within_budget(host: str, timeout: float | None, work: Callable[[], T]) -> T:
+    """`work()` (one host's `bench` or `probe`) within `timeout` seconds of wall time; None:
+    no budget. It runs in a daemon thread, so the budget covers a peer that drips bytes and
+    CPU work alike; past it HostUnreachable ("ran past --timeout": exit 3) and the work is
+    abandoned (the process then ends, closing its connections). Its own error is raised
+    here as it was."""
+    if timeout is None:
+        return work()
+    box: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(work())
+        except BaseException as e:  # raised again in the caller's thread
+            box.append(e)
+
+    thread = threading.Thread(target=run, name=f"host-{host}", daemon=True)
+    start = time.monotonic()
+    thread.start()
+    while thread.is_alive() and time.monotonic() - start < timeout and not _cancelled():
+        thread.join(min(_POLL_S, max(timeout - (time.monotonic() - start), 0.001)))
+    if not box:
+        why = "cancelled" if _cancelled() else f"ran past --timeout ({timeout:g}s)"
+        raise HostUnreachable(f"{host}: {why}")
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
 
 
 def _cancelled() -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import stat
 import tomllib
 from typing import Any
 
@@ -32,6 +33,7 @@ from dflash_doctor.errors import UsageError, validation_line
 from dflash_doctor.report import HostReport, fingerprint
 
 WAIVER_FILE = ".dflash-doctor.yaml"
+MAX_BASELINE_BYTES = 64 << 20  # a fleet's JSON report, with room
 
 
 class Waiver(BaseModel):
@@ -70,7 +72,7 @@ def load_waivers(path: str | None, search_dir: str = ".") -> tuple[list[Waiver],
             if path:
                 raise UsageError(f"{candidate}: no such waiver file")
             continue
-        raw = _read(candidate)
+        raw = _read(candidate, None if path else search_dir)
         if raw is None:
             continue
         try:
@@ -80,12 +82,36 @@ def load_waivers(path: str | None, search_dir: str = ".") -> tuple[list[Waiver],
     return [], None
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _open_regular(path: str, tree: str | None, limit: int = 4 << 20) -> bytes:
+    """The first 4 MiB of `path`, a regular file. A file found in `tree` (the repository a
+    gate runs in) may not be a symlink that leaves it: a `.dflash-doctor.yaml` pointing at
+    /etc/shadow or another checkout is refused, not read. A FIFO or device is refused
+    without blocking (opened O_NONBLOCK, checked with fstat before any read)."""
+    if tree is not None and os.path.islink(path):
+        target = os.path.realpath(path)
+        root = os.path.realpath(tree)
+        if os.path.commonpath([root, target]) != root:
+            raise UsageError(f"{path}: a symlink out of the repository (to {target}): refused")
     try:
-        with open(path, "rb") as f:
-            data = f.read(4 << 20)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {(e.strerror or str(e)).lower()}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path}: not a regular file (a FIFO, device or directory): refused")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise UsageError(f"{path}: larger than {limit} bytes: refused")
+        return data
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {(e.strerror or str(e)).lower()}") from None
+    finally:
+        os.close(fd)
+
+
+def _read(path: str, tree: str | None = None) -> dict[str, Any] | None:
+    data = _open_regular(path, tree)
     if path.endswith(".toml"):
         try:
             tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
@@ -191,14 +217,10 @@ class _Seen(BaseModel):
 
 def load_baseline(path: str) -> set[str]:
     """The fingerprints of every finding of an earlier JSON report."""
+    data = _open_regular(path, None, MAX_BASELINE_BYTES)
     try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except OSError as e:
-        raise UsageError(
-            f"{path}: cannot read baseline: {(e.strerror or str(e)).lower()}"
-        ) from None
-    except (ValueError, UnicodeDecodeError):
+        report = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise UsageError(f"{path}: baseline is not a JSON report") from None
     seen: set[str] = set()
     try:

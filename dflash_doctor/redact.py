@@ -11,11 +11,45 @@ import re
 
 REDACTED = "***"
 
+# Secret names, by shape, as data: each a regex part matched inside a name (case ignored).
 # "token" only as a whole word part (HF_TOKEN, --token, access_token), never tokens/tokenizer:
-# SGLang has many harmless *_tokens settings.
+# SGLang has many harmless *_tokens settings. "pass" only whole (`--db-pass`, DB_PASS), never
+# `--enable-forward-pass-metrics`; "session" only as the name's first word (`--session`),
+# never `--enable-streaming-session` (SGLang 0.5.23's option names, data/sglang_options.json).
+_SECRET_NAME_PARTS = (
+    r"api[-_]?key",
+    r"secret",
+    r"passw(?:or)?d",
+    r"pass(?:phrase|wd)?(?![A-Za-z0-9_-])",
+    r"credential",
+    r"private[-_]?key",
+    r"authori[sz]ation",
+    r"cookie",
+    r"hmac",
+    r"signing[-_]?key",
+    r"signature",
+    r"(?:access|encryption|master|session)[-_]?key",
+    r"jwt",
+    r"token(?![A-Za-z_])",
+    r"auth(?![A-Za-z])",
+    r"session(?![A-Za-z0-9_-])",
+)
+# Parts that must start a word: `pass` in `bypass` or `compass` is no secret.
+_WORD_START = {r"pass(?:phrase|wd)?(?![A-Za-z0-9_-])", r"token(?![A-Za-z_])", r"auth(?![A-Za-z])"}
 _SECRET_WORDS = (
-    r"(?:api[-_]?key|secret|passw(?:or)?d|credential|private[-_]?key|authori[sz]ation|cookie"
-    r"|(?<![A-Za-z])token(?![A-Za-z_])|(?<![A-Za-z])auth(?![A-Za-z]))"
+    "(?:"
+    + "|".join(
+        (
+            r"(?<![A-Za-z0-9_-])"
+            if p.startswith("session")
+            else r"(?<![A-Za-z])"
+            if p in _WORD_START
+            else ""
+        )
+        + p
+        for p in _SECRET_NAME_PARTS
+    )
+    + ")"
 )
 _SECRET_NAME = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # The same rule for the shipped gather bundle, which decides on the host which environment
@@ -45,7 +79,8 @@ _TEXT_SECRET = re.compile(
 # A secret flag and its value, separated by blanks (`--api-key sk-1`, in scripts and logs).
 _FLAG_VALUE = re.compile(
     rf"""(?<![A-Za-z0-9_-])(--?{_NAME}[ \t]{{1,8}})"""
-    rf"""(?!-)({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s'"\\]{{1,{_MAX_VALUE}}})""",
+    # A value may start with one dash (`--db-pass -x9`); `--next-flag` is no value.
+    rf"""(?!--|-[\s]|-$)({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s'"\\]{{1,{_MAX_VALUE}}})""",
     re.IGNORECASE,
 )
 _SCHEMES = ("Bearer", "Basic", "Token", "Digest")
@@ -57,9 +92,36 @@ _SCHEME_VALUE = re.compile(
 _URL_PASSWORD = re.compile(
     rf"([A-Za-z][A-Za-z0-9+.-]{{0,31}}://[^\s/@:]{{0,{_MAX_NAME}}}:)[^\s/@]{{1,{_MAX_VALUE}}}@"
 )
-# Well-known token shapes, wherever they appear.
-_TOKEN_SHAPES = re.compile(
-    r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,256}|sk-[A-Za-z0-9_-]{16,256}|gh[pousr]_[A-Za-z0-9]{20,256})"
+# Well-known token shapes, wherever they appear (data: one regex per shape).
+_TOKEN_SHAPE_PARTS = (
+    r"hf_[A-Za-z0-9]{20,256}",
+    r"sk-[A-Za-z0-9_-]{16,256}",
+    r"gh[pousr]_[A-Za-z0-9]{20,256}",
+    r"AIza[0-9A-Za-z_-]{30,64}",  # Google API keys (39 characters)
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
+    r"xox[abposr]-[A-Za-z0-9-]{10,256}",  # Slack
+    r"eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{0,4096}",  # JWTs
+)
+_TOKEN_SHAPES = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(_TOKEN_SHAPE_PARTS) + ")")
+# URL query parameters that carry a credential (`?key=AIza...`, `&X-Amz-Signature=...`).
+_QUERY_NAMES = (
+    "key",
+    "apikey",
+    "api_key",
+    "sig",
+    "signature",
+    "token",
+    "access_token",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "password",
+)
+_QUERY_SECRET = re.compile(
+    r"([?&;](?:"
+    + "|".join(re.escape(n) for n in _QUERY_NAMES)
+    + rf")=)[^&#\s'\"]{{1,{_MAX_VALUE}}}",
+    re.IGNORECASE,
 )
 # A line that ends with a secret flag and no value: its value is on the next line
 # (a shell continuation `--api-key \`, a YAML list item `- --api-key`).
@@ -80,9 +142,8 @@ def is_secret_name(name: str) -> bool:
 
 
 def _shapes(text: str) -> str:
-    return _URL_PASSWORD.sub(
-        lambda m: m.group(1) + REDACTED + "@", _TOKEN_SHAPES.sub(REDACTED, text)
-    )
+    text = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, _TOKEN_SHAPES.sub(REDACTED, text))
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + "@", text)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -119,21 +180,53 @@ def redact_text(text: str) -> str:
     return _shapes(text)
 
 
+# In a one-line error message a `NAME: ` is mostly a host or a path the message starts with
+# (`auth-gpu-1: timed out`, `/run/secrets/token: no such file`): the colon form counts only
+# for a bare identifier (`api_key: x`, `"token": "x"`), never one after `/` or with `-` `.`.
+_MESSAGE_ASSIGN = re.compile(
+    rf"""(?<![A-Za-z0-9_.-])({_NAME}['"]?[ \t]{{0,8}}=[ \t]{{0,8}})"""
+    rf"""({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
+    re.IGNORECASE,
+)
+_MESSAGE_COLON = re.compile(
+    rf"""(?<![A-Za-z0-9_./-])(['"]?[A-Za-z0-9_]{{0,64}}?{_SECRET_WORDS}[A-Za-z0-9_]{{0,64}}['"]?"""
+    rf"""[ \t]{{0,8}}:[ \t]{{0,8}})"""
+    rf"""({_REF_VALUE}|'[^'\n]{{0,{_MAX_VALUE}}}'|"[^"\n]{{0,{_MAX_VALUE}}}"|[^\s,)}}'"]{{1,{_MAX_VALUE}}})""",
+    re.IGNORECASE,
+)
+
+
+def redact_message(text: str) -> str:
+    """`redact_text` for a one-line error message that may quote a file or a host's answer:
+    the same names and shapes, but `NAME: value` only for a bare identifier, so a message's
+    leading host or path (`auth-gpu-1: ...`) stays readable."""
+    text = _SCHEME_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _MESSAGE_ASSIGN.sub(_keep_none, text)
+    text = _MESSAGE_COLON.sub(_keep_none, text)
+    text = _FLAG_VALUE.sub(_keep_none, text)
+    return _shapes(text)
+
+
 def _hide_first(m: re.Match[str]) -> str:
     return m.group(0) if is_reference(m.group(2)) else m.group(1) + REDACTED
 
 
 def redact_lines(lines: list[str]) -> list[str]:
-    """Redact text lines where a secret flag's value may sit on the next line (diffs too)."""
+    """Redact text lines where a secret flag's value may sit on the next line (diffs too:
+    a value removed on a `-` line and its replacement on the `+` line right after it)."""
     out = []
     hide_next = False
-    for line in lines:
+    for i, line in enumerate(lines):
+        carry = False
         if hide_next:
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            carry = line.startswith("-") and not line.startswith("---")
+            carry = carry and following.startswith("+") and not following.startswith("+++")
+            carry = carry and not following[1:].lstrip(" \t").startswith("-")  # a flag
             line = _FIRST_WORD.sub(_hide_first, line, count=1)
-            hide_next = False
         red = redact_text(line)
         m = _DANGLING_FLAG.search(red)
-        hide_next = m is not None and is_secret_name(m.group(1))
+        hide_next = carry or (m is not None and is_secret_name(m.group(1)))
         out.append(red)
     return out
 

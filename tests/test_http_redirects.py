@@ -126,3 +126,34 @@ def test_no_proxy_from_the_environment(
         server.server_close()
     assert info.get("body") == {"version": "0.5.23"}, info
     assert elsewhere.seen == []
+
+
+def _health_wait(url: str, timeout: float) -> tuple[str | None, list[str]]:
+    """`fix`'s own health wait (fix/apply.py Applier.wait_healthy, its HEALTH_PROBE run by
+    the host's Python) on `url`."""
+    from dflash_doctor.facts.models import LaunchArgs
+    from dflash_doctor.fix.apply import Applier
+    from dflash_doctor.hosts import HostSpec
+
+    spec = HostSpec.validate_flat({"name": "local", "health_url": url})
+    applier = Applier(spec, LocalTransport("local"), timeout)
+    launch = LaunchArgs(source="x", kind="process", argv=["python"])
+    return applier.wait_healthy(launch), applier.steps
+
+
+def test_fix_health_wait_does_not_follow_a_redirect_off_the_server(elsewhere: Any) -> None:
+    """A server whose /health redirects to another port is not healthy, and nothing reaches
+    that port; a redirect to another path of the same server is followed."""
+    off = _redirecting(f"http://127.0.0.1:{elsewhere.server_address[1]}")
+    same = _serve(lambda path: (302, {"Location": "/ok"}) if path != "/ok" else (200, {}))
+    try:
+        why, _ = _health_wait(f"http://127.0.0.1:{off.server_address[1]}/health", 2.0)
+        assert why is not None and "redirect off the server refused" in why, why
+        assert elsewhere.seen == []
+        why, steps = _health_wait(f"http://127.0.0.1:{same.server_address[1]}/health", 10.0)
+        assert why is None and steps and steps[-1].startswith("healthy: "), (why, steps)
+        assert [p for p, _ in same.seen] == ["/health", "/ok"]
+    finally:
+        for server in (off, same):
+            server.shutdown()
+            server.server_close()

@@ -60,9 +60,9 @@ def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None
     not a crash."""
     wall = answer.get("wall_s")
     # One entry per repeat (0.0: not measured), so entry r is repeat r's wall time.
-    cell.repeat_wall_s.append(
-        float(wall) if isinstance(wall, int | float) and "error" not in answer else 0.0
-    )
+    # A huge or non-finite wall time (a hostile answer) is "not measured", never an overflow.
+    bounded = isinstance(wall, int | float) and 0 <= wall <= 10**7 and wall == wall
+    cell.repeat_wall_s.append(float(wall) if bounded and "error" not in answer else 0.0)  # type: ignore[arg-type]
     if "error" in answer:
         cell.error = cell.error or str(answer["error"])
         return
@@ -236,6 +236,21 @@ def _baseline(
     return baseline
 
 
+def _require_speculation(host: str, address: tuple[str, int], cells: list[BenchCell]) -> None:
+    """Refuse, in one line, a sweep whose answers carry no speculative fields: SGLang sets
+    `spec_verify_ct` in `meta_info` only when a request was verified by a drafter
+    (managers/tokenizer_manager.py 0.5.23:3149-3172), so a server started without
+    `--speculative-algorithm` answers every request without it. Nothing to measure."""
+    answered = [r for c in cells for r in c.ok]
+    if answered and not any(r.spec_verify_ct for r in answered):
+        raise UsageError(
+            f"{host}: the server on port {address[1]} answered {len(answered)} requests without "
+            "speculative fields (no spec_verify_ct in meta_info): it runs without "
+            "--speculative-algorithm, so there is no acceptance to bench (a plain server is "
+            "--baseline-port's)"
+        )
+
+
 def run_matrix(
     transport: Transport,
     facts: HostFacts,
@@ -253,6 +268,7 @@ def run_matrix(
     _refuse_traffic(transport, facts, address, pid, options.yes)
     result = _result(facts, matrix, options)
     result.cells = _measure(transport, address, pid, matrix, options, result.notes, progress)
+    _require_speculation(facts.host, address, result.cells)
     result.prefix_probe = prefix_probe(transport, address, pid, options)
     verdict = collapsed(result)
     if verdict is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -442,16 +442,25 @@ class ServerRuntime(BaseModel):
         return sum(s.value for s in self.metrics[name])
 
 
+_MAX_BENCH_NUMBER = 10**12  # tokens, steps or seconds: far past any real request
+
+
 class BenchRequest(BaseModel):
     """One /generate request of a bench cell, as measured."""
 
-    latency_s: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    spec_accept_length: float | None = None
-    spec_verify_ct: int | None = None
+    # Bounded: a host's answer with a huge or non-finite number is a malformed row
+    # (bench/run.py), never an overflow in the statistics (issue 22).
+    latency_s: float | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER, allow_inf_nan=False)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER)
+    completion_tokens: int | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER)
+    spec_accept_length: float | None = Field(
+        default=None, ge=0, le=_MAX_BENCH_NUMBER, allow_inf_nan=False
+    )
+    spec_verify_ct: int | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER)
     # How many verify steps accepted k draft tokens, k = 0.. (where the release sends it).
-    accept_histogram: list[int] | None = None
+    accept_histogram: list[Annotated[int, Field(ge=0, le=_MAX_BENCH_NUMBER)]] | None = Field(
+        default=None, max_length=256
+    )
     finish: str | None = None  # "stop" (natural end) or "length" (the cap)
     repeat: int = 0
     error: str | None = None

@@ -117,6 +117,29 @@ class Client:
     def call(
         self, method: str, path: str, body: Any = None, admin: bool = False
     ) -> tuple[int, bytes]:
+        """One request, answered in full within `timeout` seconds of wall time, or OSError.
+
+        The socket timeout bounds each wait for a byte only: a server that drips one byte a
+        second keeps a read going for ever. The request runs in a daemon thread that is
+        abandoned at the deadline (this process ends after its answer) (issue 22)."""
+        box: list[Any] = []
+
+        def work() -> None:
+            try:
+                box.append(self._call(method, path, body, admin))
+            except BaseException as e:  # handed to the caller's thread as it is
+                box.append(e)
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if not box:
+            raise TimeoutError(f"{path}: no complete answer within {self.timeout:g}s")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]  # type: ignore[no-any-return]
+
+    def _call(self, method: str, path: str, body: Any, admin: bool) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
         r = urllib.request.Request(self.base + path, data=data, method=method)
         if data is not None:

@@ -34,10 +34,24 @@ if TYPE_CHECKING:
 
 BACKUP_TAG = ".dflash-doctor-"
 BACKUP_SUFFIX = ".bak"
+# The health wait, run on the host: asked directly (no proxy from the environment), a
+# redirect followed only on the server's own scheme, address and port, the answer read
+# bounded (issue 22: urlopen followed a redirect anywhere, as the main client once did).
 HEALTH_PROBE = (
-    "import sys, urllib.request\n"
+    "import sys, urllib.error, urllib.parse, urllib.request\n"
+    "url = sys.argv[1]\n"
+    "def home(u):\n"
+    "    p = urllib.parse.urlsplit(u)\n"
+    "    return p.scheme, (p.hostname or '').lower(), p.port or {'https': 443}.get(p.scheme, 80)\n"
+    "class Stay(urllib.request.HTTPRedirectHandler):\n"
+    "    def redirect_request(self, req, fp, code, msg, headers, newurl):\n"
+    "        if home(urllib.parse.urljoin(req.full_url, newurl)) != home(url):\n"
+    "            raise urllib.error.HTTPError(\n"
+    "                req.full_url, code, 'redirect off the server refused', headers, fp)\n"
+    "        return super().redirect_request(req, fp, code, msg, headers, newurl)\n"
+    "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), Stay)\n"
     "try:\n"
-    "    urllib.request.urlopen(sys.argv[1], timeout=3).read()\n"
+    "    opener.open(url, timeout=3).read(1 << 16)\n"
     "except Exception as e:\n"
     "    sys.exit(str(e)[:200])\n"
 )

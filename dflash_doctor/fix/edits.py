@@ -152,11 +152,14 @@ def edit_argv(argv: list[str], edits: list[Edit]) -> list[str]:
     return out
 
 
-def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
+def edit_inventory_launch(
+    text: str, host: str, new_argv: list[str], *, line: str | None = None
+) -> str:
     """Rewrite one host's `launch:` entry in an inventory file, leaving every other line.
 
-    The value keeps its form: a one-line string stays a string, a flow list `[a, b]` stays
-    one, a block list keeps its indentation. Comments elsewhere are untouched.
+    The value keeps its form: a one-line string stays a string (`line`, when given: the
+    string edited in place, its other words spelled as they were), a flow list `[a, b]`
+    stays one, a block list keeps its indentation. Comments elsewhere are untouched.
     """
     import yaml
 
@@ -169,7 +172,7 @@ def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
     )
     start = next((i for i in range(hosts_at + 1, len(lines)) if host_re.match(lines[i])), None)
     if start is None:
-        one_line = _edit_flow_host(lines, hosts_at, host, new_argv)
+        one_line = _edit_flow_host(lines, hosts_at, host, new_argv, line)
         if one_line is None:
             raise FactError(f"inventory has no block for host {host!r}")
         out = _join(one_line, text)
@@ -194,7 +197,10 @@ def edit_inventory_launch(text: str, host: str, new_argv: list[str]) -> str:
     elif value:
         lines[at] = (
             f"{indent}launch: "
-            + yaml.safe_dump(shlex.join(new_argv), width=10**6).strip().removesuffix("...").strip()
+            + yaml.safe_dump(line if line is not None else shlex.join(new_argv), width=10**6)
+            .strip()
+            .removesuffix("...")
+            .strip()
         )
     else:
         # A block list: the items follow, indented deeper.
@@ -224,7 +230,7 @@ def _check_inventory(out: str, host: str, new_argv: list[str]) -> None:
 
 
 def _edit_flow_host(
-    lines: list[str], hosts_at: int, host: str, new_argv: list[str]
+    lines: list[str], hosts_at: int, host: str, new_argv: list[str], line: str | None
 ) -> list[str] | None:
     """A host written in flow style on one line (`gpu-a: {launch: ..., labels: [x]}`)."""
     import yaml
@@ -240,7 +246,9 @@ def _edit_flow_host(
         if not isinstance(entry, dict) or "launch" not in entry:
             return None
         entry["launch"] = (
-            shlex.join(new_argv) if isinstance(entry["launch"], str) else list(new_argv)
+            (line if line is not None else shlex.join(new_argv))
+            if isinstance(entry["launch"], str)
+            else list(new_argv)
         )
         body = yaml.safe_dump(entry, default_flow_style=True, width=10**6, sort_keys=False)
         comment = f"  {m.group(4)}" if m.group(4) else ""

@@ -28,7 +28,15 @@ from dflash_doctor.facts.launch import (
 )
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.shell import Reader
-from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_inventory_launch, edit_shell
+from dflash_doctor.fix.edits import (
+    Edit,
+    edit_argv,
+    edit_compose,
+    edit_inventory_launch,
+    edit_shell,
+    edit_words,
+)
+from dflash_doctor.fix.word_edits import quote_shell, read_inline
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
 
 if TYPE_CHECKING:
@@ -177,30 +185,61 @@ class InventoryEntry(_NoFile):
 
     kind = "argv"
 
-    def rewrite(self, spec: HostSpec, edits: list[Edit], here: Transport) -> dict[str, Any]:
+    def rewrite(
+        self, spec: HostSpec, edits: list[Edit], here: Transport, launch: LaunchArgs | None = None
+    ) -> dict[str, Any]:
         """The plan's fields as an edit of the inventory file (`source`, `old_text`,
-        `new_text`, `new_argv`), made from the entry's unredacted words (the parsed launch
-        hides secrets: never write those back). `here`: this machine's files, where the
-        inventory is read (and later written)."""
+        `new_text`, `new_argv`, `edits`, `manual`), made from the entry's unredacted words
+        (the parsed launch hides secrets: never write those back). `here`: this machine's
+        files, where the inventory is read (and later written).
+
+        Edited in place like a script: a string entry changes only the words an edit names,
+        every other word keeps its spelling; flags the release's parser does not know
+        (`launch.unknown_args`: `--hf-token`, a wrapper's own flags) are kept with their
+        values, and their removal is left to the user (issue 22 item 10)."""
         given, inventory = spec.hints.launch, spec.fix.inventory_file
         if given is None or inventory is None:
             raise FactError(f"host {spec.name}: no inventory `launch:` entry to edit")
+        edits, manual = keep_unknown_flags(edits, launch)
+        line: str | None = None
         try:
-            raw = shlex.split(given) if isinstance(given, str) else list(given)
-        except ValueError as e:
+            if isinstance(given, str):
+                line = edit_words(given, edits, read_inline, quote_shell) if edits else given
+                new_argv = shlex.split(line)
+            else:
+                new_argv = edit_argv(list(given), edits)
+        except (ValueError, FactError) as e:
             raise FactError(f"{inventory}: host {spec.name} launch: {e}") from None
-        new_argv = edit_argv(raw, edits)
         data = here.read_file(inventory, max_bytes=MAX_INVENTORY_BYTES)
         try:
             old_text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise FactError(f"{inventory}: inventory is not UTF-8 text") from None
         return {
+            "edits": edits,
+            "manual": manual,
             "new_argv": new_argv,
             "source": inventory,
             "old_text": old_text,
-            "new_text": edit_inventory_launch(old_text, spec.name, new_argv),
+            "new_text": edit_inventory_launch(old_text, spec.name, new_argv, line=line),
         }
+
+
+def keep_unknown_flags(
+    edits: list[Edit], launch: LaunchArgs | None
+) -> tuple[list[Edit], list[str]]:
+    """`edits` without the removals of flags the release's parser does not know, and those
+    removals as lines for the user: an inventory's `launch:` may feed a wrapper that reads
+    them (`--hf-token`), which only its author knows."""
+    unknown = {u.split("=", 1)[0] for u in (launch.unknown_args if launch else [])}
+    kept = [e for e in edits if not (e.action == "remove_flag" and e.flag in unknown)]
+    manual = [
+        f"DFD110: remove {e.flag} if SGLang itself reads this command (kept: the release's "
+        "parser does not know it, a wrapper may)"
+        for e in edits
+        if e not in kept
+    ]
+    return kept, manual
 
 
 class BareProcess(_NoFile):

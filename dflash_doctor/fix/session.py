@@ -7,17 +7,18 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from dflash_doctor.errors import DoctorError
+from dflash_doctor.errors import DoctorError, HostUnreachable
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
 from dflash_doctor.finders.process import owner_name
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
+from dflash_doctor.fix.containers import container_fix
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import BenchPair, FixReport, PlanView
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec
-from dflash_doctor.pipeline import open_transport
+from dflash_doctor.pipeline import open_transport, within_budget
 from dflash_doctor.redact import redact_argv, redact_block, redact_text, shell_with_placeholders
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
@@ -40,6 +41,7 @@ def fix_host(
     bench_threshold: float = 0.05,
     local_env: Mapping[str, str] | None = None,
     shown: PlanView | None = None,
+    read_timeout: float | None = None,
 ) -> FixReport:
     """One host's fix report: planned, applied (`apply`) or rolled back (`roll_back`); an
     unreachable host or a failing step is an outcome in the report, never an exception.
@@ -50,9 +52,8 @@ def fix_host(
         return FixReport(host=spec.name, outcome="unreachable", error=str(e))
     view: PlanView | None = None
     try:
-        facts = gather(spec, transport, local_env=local_env)
-        from dflash_doctor.fix.containers import container_fix
-
+        if isinstance(facts := _read_host(spec, transport, local_env, read_timeout), FixReport):
+            return facts  # not read within `read_timeout` (_read_host)
         handled = container_fix(
             spec,
             transport,
@@ -70,7 +71,6 @@ def fix_host(
         plan, writer = _plan(spec, transport, facts, source, text, source_launch)
         view = _view(plan)
         if plan.changes:
-            # after the view: a launch it cannot describe still shows the change, then the error
             view = _with_processes(view, spec, transport, writer, facts, plan, source)
         if not apply:
             return FixReport(host=spec.name, outcome="planned", plan=view)
@@ -93,6 +93,24 @@ def fix_host(
         transport.close()
 
 
+def _read_host(
+    spec: HostSpec,
+    transport: Transport,
+    local_env: Mapping[str, str] | None,
+    read_timeout: float | None,
+) -> HostFacts | FixReport:
+    """The host's facts, gathered within `read_timeout` (None: no limit); past it (a slow
+    or dripping peer), the host's report as unreachable: nothing was changed. Only the
+    reading has this budget: an apply under way is never abandoned (its steps have their
+    own limits, `health_timeout`)."""
+    try:
+        return within_budget(
+            spec.name, read_timeout, lambda: gather(spec, transport, local_env=local_env)
+        )
+    except HostUnreachable as e:
+        return FixReport(host=spec.name, outcome="unreachable", error=str(e))
+
+
 def _with_processes(
     view: PlanView,
     spec: HostSpec,
@@ -102,7 +120,8 @@ def _with_processes(
     plan: FixPlan,
     source: str | None,
 ) -> PlanView:
-    """The view with the process `--apply` stops and how it relaunches the server."""
+    """The view with the process `--apply` stops and how it relaunches the server. Made
+    after the view: a launch it cannot describe still shows the change, then the error."""
     relaunch = describe_relaunch(spec, plan.launch, source, writer.relaunch_refused)
     stop = _stop_line(spec, transport, facts, source, writer.relaunch_refused)
     return view.model_copy(update={"relaunch": relaunch, "stop": stop})
@@ -187,7 +206,9 @@ def _plan(
         # The launch is the inventory's own `launch:` entry: edit that file, here.
         # Written here, never relaunched (the host runs what the inventory says later).
         writer = open_here("local")
-        plan = plan.model_copy(update=InventoryEntry().rewrite(spec, plan.edits, writer))
+        update = InventoryEntry().rewrite(spec, plan.edits, writer, plan.launch)
+        update["manual"] = [*plan.manual, *update["manual"]]
+        plan = plan.model_copy(update=update)
     return plan, writer
 
 
@@ -257,6 +278,6 @@ def _outcome(
         plan=view,
         bench=bench,
         steps=[redact_text(step) for step in out.steps],
-        message=out.message,
+        message=redact_text(out.message) if out.message is not None else None,
         log_tail=[redact_text(line) for line in out.log_tail],
     )

@@ -15,6 +15,7 @@ systemd would expand) is refused the same way.
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 from collections.abc import Callable
@@ -83,6 +84,33 @@ def read_unit(text: str) -> Reading:
     spans = [(offsets[s], offsets[e - 1] + 1) for s, e in cmd.spans]
     others: list[object] = [(x.section, x.key, x.value) for x in _directives_but(text, d.first)]
     return Reading(cmd.words, spans, others, _eol(text))
+
+
+def read_inline(text: str) -> Reading:
+    """A one-line command as `shlex.split` reads it (an inventory's `launch:` string): every
+    word with the characters it came from, so an edit touches those only (issue 22 item 10:
+    the flags around it, ones SGLang does not know included, keep their spelling)."""
+    stream = io.StringIO(text)
+    lex = shlex.shlex(stream, posix=True)
+    lex.whitespace_split, lex.commenters = True, ""
+    words: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    try:
+        while (word := lex.get_token()) is not None:
+            while at < len(text) and text[at] in lex.whitespace:
+                at += 1
+            end = stream.tell()
+            if end > at and end <= len(text) and text[end - 1] in lex.whitespace:
+                end -= 1  # the blank that ended the word was read with it
+            words.append(word)
+            spans.append((at, end))
+            at = end
+    except ValueError as e:
+        raise FactError(f"launch: {e}") from None
+    if not words:
+        raise FactError("launch: the command is empty")
+    return Reading(words, spans, [], "\n")
 
 
 def _directives_but(text: str, first: int) -> list[Directive]:

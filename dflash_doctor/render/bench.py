@@ -26,6 +26,7 @@ from dflash_doctor.facts.bench_stats import (
     request_weighted,
 )
 from dflash_doctor.facts.models import BenchCell, BenchResult
+from dflash_doctor.render.text import clean
 
 SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals, baseline (issue 24)
 
@@ -168,7 +169,9 @@ def bench_table(result: BenchResult, title: str | None = None, prompts: str | No
             str(c.concurrency),
             f"{c.temperature:g}",
             Text("fail", style="red") if s["accept_length"] is None else _f(c.accept_length),
-            Text(str(s["error"])[:11], style="red") if s["accept_length"] is None else _ci(c),
+            Text(clean(str(s["error"]))[:11], style="red")
+            if s["accept_length"] is None
+            else _ci(c),
             _f(s["accept_length_request_weighted"]),
             _f(s["tokens_per_s_total"], 0),
             _f(s["latency_s"], 2),
@@ -211,12 +214,12 @@ def render_baseline(result: BenchResult, console: Console) -> None:
     """The baseline's tables and its verdict lines (where DFLASH is slower, the bound)."""
     if result.baseline is None:
         return
-    console.print(Text(f"baseline: {result.baseline.source}", style="dim"))
+    console.print(Text(clean(f"baseline: {result.baseline.source}"), style="dim"))
     for kind in _kinds(result):
         console.print(baseline_table(result, kind))
     for line in result.baseline.verdict:
         slower = line.startswith(("DFLASH is slower", "bound it", "slower already"))
-        console.print(Text(line, style="bold red" if slower else ""))
+        console.print(Text(clean(line), style="bold red" if slower else ""))
 
 
 def _kinds(result: BenchResult) -> list[str]:
@@ -226,7 +229,9 @@ def _kinds(result: BenchResult) -> list[str]:
 
 def render_bench(result: BenchResult, console: Console) -> None:
     """The bench as a terminal report: its settings, a table per kind of prompt, notes."""
-    console.rule(Text(f"{result.host}  bench (SGLang {result.sglang_version})", style="bold"))
+    console.rule(
+        Text(clean(f"{result.host}  bench (SGLang {result.sglang_version})"), style="bold")
+    )
     console.print(
         f"window {result.window or 'none'}, {result.repeats} repeats per cell, "
         f"{result.max_new_tokens} new tokens at most per request, {result.tokens_sent} tokens "
@@ -235,14 +240,14 @@ def render_bench(result: BenchResult, console: Console) -> None:
         markup=False,
         highlight=False,
     )
-    for note in result.notes:
-        console.print(Text(note, style="dim"))
+    for note in result.notes:  # a cell's error is the host's text: cleaned
+        console.print(Text(clean(note), style="dim"))
     for kind in _kinds(result):
         console.print(bench_table(result, f"prompts: {kind}", kind))
     for line in collapse_lines(result):
-        console.print(Text(line, style="bold red"))
+        console.print(Text(clean(line), style="bold red"))
     for line in issue_lines(result):
-        console.print(Text(line, style="bold red" if "differs" in line else ""))
+        console.print(Text(clean(line), style="bold red" if "differs" in line else ""))
     render_baseline(result, console)
     if result.corpus_notice:
         console.print(Text(result.corpus_notice, style="dim"))
@@ -283,7 +288,7 @@ def render_bench_pair(
     if verdict is not None:
         style = "green" if verdict.keep else "bold red"
         word = "kept" if verdict.keep else "not kept"
-        console.print(Text(f"bench: {word}: {verdict.reason}", style=style))
+        console.print(Text(clean(f"bench: {word}: {verdict.reason}"), style=style))
 
 
 @contextmanager

@@ -37,7 +37,15 @@ def render_fix(report: FixReport, console: Console, *, plan: bool = True) -> Non
 def _plan(plan: PlanView, console: Console) -> None:
     if plan.diff:
         console.print(
-            Syntax(clean(plan.diff), "diff", theme="ansi_dark", background_color="default")
+            # Wrapped, never cropped: a long line's change (an inventory's one-line `launch:`)
+            # is seen whole at any terminal width (issue 22 item 10).
+            Syntax(
+                clean(plan.diff),
+                "diff",
+                theme="ansi_dark",
+                background_color="default",
+                word_wrap=True,
+            )
         )
     elif plan.command is not None:
         console.print(Text(clean(plan.command_intro), style="bold"))

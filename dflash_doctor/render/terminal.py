@@ -67,7 +67,7 @@ def _finding(f: Finding) -> Panel:
         if fix.note and fix.action != "manual":  # a manual fix's note is its description
             line.append(clean(f"  ({fix.note})"), style="dim")
         body.append(line)
-    title = Text(f"{f.check_id} {f.severity.value}", style=STYLE[f.severity])
+    title = Text(clean(f"{f.check_id} {f.severity.value}"), style=STYLE[f.severity])
     return Panel(Group(*body), title=title, title_align="left", border_style=STYLE[f.severity])
 
 
@@ -187,7 +187,7 @@ def _host_body(host: HostReport, console: Console) -> None:
         where = f"edits {host.fix_file}" if host.fix_file else "prints the new command line"
         line = Text("To fix: ", style="bold green")
         line.append(clean(host.fix_command))
-        line.append(f"  (backs up and {where}; without --apply: the diff only)", style="dim")
+        line.append(clean(f"  (backs up and {where}; without --apply: the diff only)"), style="dim")
         _line(console, line)
     passed = [r.check_id for r in host.results if r.status == "passed"]
     if passed:

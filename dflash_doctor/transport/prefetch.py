@@ -22,10 +22,10 @@ import base64
 import json
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from dflash_doctor.errors import FileMissing, HostUnreachable, PermissionDenied, TransportError
 from dflash_doctor.shipped import script_source
@@ -41,6 +41,7 @@ from dflash_doctor.transport.base import (
 from dflash_doctor.transport.questions import pgrep_or_proc
 from dflash_doctor.transport.wrapped import Delegating
 
+T = TypeVar("T")
 BUNDLE_SCRIPT = "transport/bundle_script.py"
 BUNDLE_VERSION = 1
 # Root-owned system interpreters only, tried in this order; each must be owned by root
@@ -115,18 +116,30 @@ STREAM_BYTES = LIMITS["stream_output"]
 FILE_BYTES = max(LIMITS["file"], LIMITS["config"], LIMITS["source"])
 
 
+class _Miss(Exception):
+    """The bundle does not know: ask the host."""
+
+
+class _Malformed(_Miss):
+    """The bundle's answer to this one question is malformed: ask the host (issue 22: one
+    bad field no longer loses the host)."""
+
+
 def _unpack(text: object, limit: int, host: str, what: str) -> bytes:
     """base64 of zlib, inflated to at most `limit` bytes; anything else is one line."""
     try:
         d = zlib.decompressobj()
         data = d.decompress(base64.b64decode(str(text), validate=True), limit)
-        if d.unconsumed_tail or not d.eof:
+        if d.unconsumed_tail:
             raise TransportError(
                 f"{host}: bundle answer for {what} expands past {limit} bytes: refused"
             )
+        if not d.eof:  # truncated: malformed, not large
+            raise _Malformed(f"{host}: bundle answer for {what} is truncated")
         return data
-    except (ValueError, zlib.error):  # binascii.Error is a ValueError
-        raise TransportError(f"{host}: bundle answer for {what} is not packed data") from None
+    except (ValueError, zlib.error, TypeError):  # binascii.Error is a ValueError
+        # Malformed, not hostile-large: that one answer is asked of the host itself.
+        raise _Malformed(f"{host}: bundle answer for {what} is not packed data") from None
 
 
 @dataclass
@@ -144,28 +157,49 @@ class Answers:
     @classmethod
     def parse(cls, raw: bytes, scripts: dict[str, str] | None = None) -> Answers:
         """Decode a bundle. `scripts`: the shipped scripts the config ran (name -> source);
-        the host's answer only names one of them, it never names a file to read here."""
+        the host's answer only names one of them, it never names a file to read here.
+        Each field, and each entry of a list, stands alone: a malformed one is left out
+        (its questions go to the host), the others are kept."""
         try:
             doc = json.loads(raw)
-            if not isinstance(doc, dict) or doc.get("version") != BUNDLE_VERSION:
-                return cls(error="bundle: unexpected answer")
-            runs = {tuple(r["argv"]): r for r in doc["runs"]}
-            known = scripts or {}
-            streams = {
-                ("-c", known[s["script"]], *s["args"]): s
-                for s in doc["streams"]
-                if isinstance(s["script"], str) and s["script"] in known
-            }
-            return cls(
-                files=dict(doc["files"]),
-                dirs=dict(doc["dirs"]),
-                links=dict(doc["links"]),
-                runs=runs,
-                streams=streams,
-                seconds=float(doc.get("seconds", 0.0)),
-            )
-        except (ValueError, KeyError, TypeError, OSError) as e:
+        except (ValueError, RecursionError) as e:
             return cls(error=f"bundle: unreadable answer ({type(e).__name__})")
+        if not isinstance(doc, dict) or doc.get("version") != BUNDLE_VERSION:
+            return cls(error="bundle: unexpected answer")
+        known = scripts or {}
+        seconds = doc.get("seconds", 0.0)
+        return cls(
+            files=_mapping(doc.get("files")),
+            dirs=_mapping(doc.get("dirs")),
+            links=_mapping(doc.get("links")),
+            runs=_keyed(doc.get("runs"), lambda r: tuple(str(a) for a in r["argv"])),
+            streams=_keyed(
+                doc.get("streams"),
+                lambda s: ("-c", known[s["script"]], *(str(a) for a in s["args"])),
+            ),
+            seconds=float(seconds) if isinstance(seconds, int | float) else 0.0,
+        )
+
+
+def _mapping(field_: object) -> dict[str, Any]:
+    """A bundle field that maps paths to answers; a malformed one is empty."""
+    if not isinstance(field_, dict):
+        return {}
+    return {k: v for k, v in field_.items() if isinstance(k, str)}
+
+
+def _keyed(
+    rows: object, key: Callable[[dict[str, Any]], tuple[str, ...]]
+) -> dict[tuple[str, ...], dict[str, Any]]:
+    """A bundle list of answers by `key`; a malformed entry is left out."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        try:
+            if isinstance(row, dict):
+                out[key(row)] = row
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def fetch_answers(transport: Transport, config: dict[str, Any], timeout: float) -> Answers:
@@ -183,10 +217,6 @@ def fetch_answers(transport: Transport, config: dict[str, Any], timeout: float) 
     filt = config.get("log_filter") or {}
     scripts = {str(filt["script"]): str(filt["source"])} if "script" in filt else {}
     return Answers.parse(bytes(out), scripts)
-
-
-class _Miss(Exception):
-    """The bundle does not know: ask the host."""
 
 
 class PrefetchTransport(Delegating):
@@ -223,6 +253,8 @@ class PrefetchTransport(Delegating):
         entry = self.answers.files.get(path)
         if entry is None:
             raise _Miss
+        if not isinstance(entry, dict):
+            raise _Malformed
         if "err" in entry:
             self.hits += 1
             self._raise(path, str(entry["err"]))
@@ -236,58 +268,85 @@ class PrefetchTransport(Delegating):
     def _missed(self, what: str) -> None:
         self.misses.append(what)
 
+    def _answer(self, what: str, decode: Callable[[], T], ask: Callable[[], T]) -> T:
+        """The bundle's answer (`decode`), else the host's own (`ask`): when the bundle did
+        not foresee the question, and when its answer to it is malformed (a missing key, a
+        mode that is no number, data that is not packed): only that question goes to the
+        host, the rest of the bundle still answers."""
+        try:
+            return decode()
+        except _Miss:
+            pass
+        except (KeyError, ValueError, TypeError, AttributeError, OverflowError):
+            pass  # a malformed field of this answer
+        self._missed(what)
+        return ask()
+
     # -- the Transport interface ----------------------------------------------------------
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
     ) -> CommandResult:
-        # A caller that follows stderr while the command runs wants it run now.
-        got = self.answers.runs.get(tuple(argv)) if on_stderr is None else None
-        if got is None:
-            self._missed(f"run {argv[0]}")
-            return self.inner.run(argv, timeout=timeout, on_stderr=on_stderr)
-        self.hits += 1
         what = f"run {argv[0]}"
-        return CommandResult(
-            int(got["rc"]),
-            _unpack(got["out"], RUN_BYTES, self.host, what),
-            _unpack(got["err"], RUN_BYTES, self.host, what),
+
+        def decode() -> CommandResult:
+            # A caller that follows stderr while the command runs wants it run now.
+            got = self.answers.runs.get(tuple(argv)) if on_stderr is None else None
+            if got is None:
+                raise _Miss
+            out = CommandResult(
+                int(got["rc"]),
+                _unpack(got["out"], RUN_BYTES, self.host, what),
+                _unpack(got["err"], RUN_BYTES, self.host, what),
+            )
+            self.hits += 1
+            return out
+
+        return self._answer(
+            what, decode, lambda: self.inner.run(argv, timeout=timeout, on_stderr=on_stderr)
         )
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
-        # A shipped stdlib script gives the same output under any interpreter and flags:
-        # the bundle ran it under the checked system python3, whichever Python asks now.
-        # The interpreter's own `-c` (the prefix's `sh -c` comes before it).
-        keys = (tuple(argv[i:]) for i, word in enumerate(argv) if word == "-c")
-        got = next((self.answers.streams[k] for k in keys if k in self.answers.streams), None)
-        if got is None:
-            self._missed(f"run_stream {argv[0]}")
-            return self.inner.run_stream(argv, timeout=timeout)
-        self.hits += 1
-        if int(got["rc"]) != 0:
-            err = _unpack(got["err"], RUN_BYTES, self.host, f"run_stream {argv[0]}")
-            lines = err.decode("utf-8", "replace").strip().splitlines()
-            raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
-        return iter([_unpack(got["out"], STREAM_BYTES, self.host, f"run_stream {argv[0]}")])
+        what = f"run_stream {argv[0]}"
+
+        def decode() -> Iterator[bytes]:
+            # A shipped stdlib script gives the same output under any interpreter and flags:
+            # the bundle ran it under the checked system python3, whichever Python asks now.
+            # The interpreter's own `-c` (the prefix's `sh -c` comes before it).
+            keys = (tuple(argv[i:]) for i, word in enumerate(argv) if word == "-c")
+            streams = self.answers.streams
+            got = next((streams[k] for k in keys if k in streams), None)
+            if got is None:
+                raise _Miss
+            rc = int(got["rc"])
+            if rc != 0:
+                err = _unpack(got["err"], RUN_BYTES, self.host, what)
+                lines = err.decode("utf-8", "replace").strip().splitlines()
+                self.hits += 1
+                raise TransportError(f"{self.host}: {lines[-1] if lines else argv[0] + ' failed'}")
+            data = _unpack(got["out"], STREAM_BYTES, self.host, what)
+            self.hits += 1
+            return iter([data])
+
+        return self._answer(what, decode, lambda: self.inner.run_stream(argv, timeout=timeout))
 
     def file_size(self, path: str) -> int:
-        try:
+        def decode() -> int:
             entry = self._stat(path)
-        except _Miss:
-            self._missed(f"stat {path}")
-            return self.inner.file_size(path)
-        self._regular(path, entry)
-        self.hits += 1
-        return int(entry["size"])
+            self._regular(path, entry)
+            size = int(entry["size"])
+            self.hits += 1
+            return size
+
+        return self._answer(f"stat {path}", decode, lambda: self.inner.file_size(path))
 
     def file_mode(self, path: str) -> int:
-        try:
-            entry = self._stat(path)
-        except _Miss:
-            self._missed(f"stat {path}")
-            return self.inner.file_mode(path)
-        self.hits += 1
-        return stat.S_IMODE(int(entry["mode"]) or 0o644)
+        def decode() -> int:
+            mode = stat.S_IMODE(int(self._stat(path)["mode"]) or 0o644)
+            self.hits += 1
+            return mode
+
+        return self._answer(f"stat {path}", decode, lambda: self.inner.file_mode(path))
 
     def _data(self, path: str, max_bytes: int) -> bytes:
         entry = self._stat(path)
@@ -307,44 +366,60 @@ class PrefetchTransport(Delegating):
         return data
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
-        try:
-            return self._data(path, max_bytes)
-        except _Miss:
-            self._missed(f"read {path}")
-            return self.inner.read_file(path, max_bytes=max_bytes)
+        return self._answer(
+            f"read {path}",
+            lambda: self._data(path, max_bytes),
+            lambda: self.inner.read_file(path, max_bytes=max_bytes),
+        )
 
     def stream_file(self, path: str, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-        entry = self.answers.files.get(path)
-        failed = entry and (entry.get("err") or entry.get("read_err"))
-        if failed:
+        def decode() -> Iterator[bytes]:
+            entry = self.answers.files.get(path)
+            if entry is not None and not isinstance(entry, dict):
+                raise _Malformed
+            failed = entry and (entry.get("err") or entry.get("read_err"))
+            if failed:
+                self.hits += 1
+                self._raise(path, str(failed))
+            if entry is None or "data" not in entry or entry.get("redacted"):
+                raise _Miss
+            data = _unpack(entry["data"], FILE_BYTES, self.host, path)
             self.hits += 1
-            self._raise(path, str(failed))
-        if entry is None or "data" not in entry or entry.get("redacted"):
-            self._missed(f"stream {path}")
-            return self.inner.stream_file(path, chunk_bytes=chunk_bytes)
-        self.hits += 1
-        data = _unpack(entry["data"], FILE_BYTES, self.host, path)
-        return iter([data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)])
+            return iter([data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)])
+
+        return self._answer(
+            f"stream {path}", decode, lambda: self.inner.stream_file(path, chunk_bytes=chunk_bytes)
+        )
 
     def list_dir(self, path: str) -> list[str]:
-        got = self.answers.dirs.get(path)
-        if got is None:
-            self._missed(f"list {path}")
-            return self.inner.list_dir(path)
-        self.hits += 1
-        if isinstance(got, dict):
-            self._raise(path, str(got.get("err")))
-        return [str(n) for n in got]
+        def decode() -> list[str]:
+            got = self.answers.dirs.get(path)
+            if got is None:
+                raise _Miss
+            if isinstance(got, dict):
+                self.hits += 1
+                self._raise(path, str(got.get("err")))
+            if not isinstance(got, list):
+                raise _Malformed
+            self.hits += 1
+            return [str(n) for n in got]
+
+        return self._answer(f"list {path}", decode, lambda: self.inner.list_dir(path))
 
     def readlink(self, path: str) -> str:
-        got = self.answers.links.get(path)
-        if got is None:
-            self._missed(f"readlink {path}")
-            return self.inner.readlink(path)
-        self.hits += 1
-        if isinstance(got, dict):
-            self._raise(path, str(got.get("err")))
-        return str(got)
+        def decode() -> str:
+            got = self.answers.links.get(path)
+            if got is None:
+                raise _Miss
+            if isinstance(got, dict):
+                self.hits += 1
+                self._raise(path, str(got.get("err")))
+            if not isinstance(got, str):
+                raise _Malformed
+            self.hits += 1
+            return got
+
+        return self._answer(f"readlink {path}", decode, lambda: self.inner.readlink(path))
 
     def write_file(
         self,
@@ -373,19 +448,23 @@ class PrefetchTransport(Delegating):
         return pgrep_or_proc(self)
 
     def gpu_table(self) -> bytes:
-        smi = self.config.get("nvidia_smi")
-        got = self.answers.runs.get(tuple(smi)) if smi else None
-        if got is None:
-            self._missed("gpu_table")
-            return self.inner.gpu_table()
-        self.hits += 1
-        if int(got["rc"]) != 0:
-            err = _unpack(got["err"], RUN_BYTES, self.host, "nvidia-smi")
-            first = err.decode("utf-8", "replace").strip().splitlines()[:1]
-            raise TransportError(
-                f"{self.host}: nvidia-smi failed: {first[0] if first else got['rc']}"
-            )
-        return _unpack(got["out"], RUN_BYTES, self.host, "nvidia-smi")
+        def decode() -> bytes:
+            smi = self.config.get("nvidia_smi")
+            got = self.answers.runs.get(tuple(smi)) if smi else None
+            if got is None:
+                raise _Miss
+            if int(got["rc"]) != 0:
+                err = _unpack(got["err"], RUN_BYTES, self.host, "nvidia-smi")
+                first = err.decode("utf-8", "replace").strip().splitlines()[:1]
+                self.hits += 1
+                raise TransportError(
+                    f"{self.host}: nvidia-smi failed: {first[0] if first else got['rc']}"
+                )
+            out = _unpack(got["out"], RUN_BYTES, self.host, "nvidia-smi")
+            self.hits += 1
+            return out
+
+        return self._answer("gpu_table", decode, self.inner.gpu_table)
 
     def prefetched(self, config: dict[str, Any]) -> Transport:
         return self

@@ -1,4 +1,4 @@
-"""SSH transport on paramiko: the only module that imports it.
+"""SSH transport on paramiko: the only module that imports it (with known_hosts.py).
 
 Addressing follows OpenSSH: `user@host:port` (or `[v6addr]:port`), else an alias resolved
 through `~/.ssh/config` (HostName, User, Port, IdentityFile, ProxyJump, UserKnownHostsFile)
@@ -46,6 +46,7 @@ from dflash_doctor.transport.base import (
     bounded_on_host,
 )
 from dflash_doctor.transport.commands import HostCommands, safe_error
+from dflash_doctor.transport.known_hosts import KnownHosts, PatternClient
 from dflash_doctor.transport.ssh_options import SSHOptions, parse_target
 
 # paramiko logs a traceback for a garbage SSH banner; with no handler of its own Python's
@@ -148,11 +149,11 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         # process) and flock (other processes), the file is re-read before appending.
         with _RECORD_LOCK, open(self.known_hosts, "a", encoding="utf-8") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            recorded = paramiko.HostKeys()
+            recorded = KnownHosts()
             try:
                 recorded.load(self.known_hosts)
             except Exception:  # unreadable lines: treat as no entry, append ours
-                recorded = paramiko.HostKeys()
+                recorded = KnownHosts()
             have = recorded.lookup(hostname)
             if have is not None and key.get_name() in have:
                 if have[key.get_name()] != key:
@@ -170,6 +171,8 @@ def _load_known_hosts(client: paramiko.SSHClient, r: Resolved) -> None:
     if os.path.exists(r.known_hosts):
         try:
             client.load_host_keys(r.known_hosts)
+        except TransportError:
+            raise
         except (OSError, paramiko.SSHException) as e:
             raise TransportError(f"{r.known_hosts}: cannot read known_hosts: {e}") from None
         except Exception as e:  # InvalidHostKey, UnicodeDecodeError, binascii
@@ -182,6 +185,8 @@ def _load_known_hosts(client: paramiko.SSHClient, r: Resolved) -> None:
             continue
         try:
             client.load_system_host_keys(other)
+        except TransportError:
+            raise
         except Exception as e:
             raise TransportError(f"{other}: cannot read known_hosts: {type(e).__name__}") from None
 
@@ -308,7 +313,7 @@ class SSHTransport(HostCommands):
 
     def _connect(self) -> paramiko.SSHClient:
         r = self.resolved
-        client = paramiko.SSHClient()
+        client = PatternClient()  # OpenSSH's host patterns, bounded reads (known_hosts.py)
         _load_known_hosts(client, r)
         client.set_missing_host_key_policy(
             _HostKeyPolicy(self.options.accept_new_host_key, r.known_hosts)
