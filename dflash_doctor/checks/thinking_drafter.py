@@ -94,7 +94,11 @@ def thinking_on(facts: HostFacts, row: dict[str, Any]) -> tuple[bool, str]:
     """(thinking on, why): the kwargs the server applies to every chat request, else the
     target's chat template default; Skip where a custom template decides it unseen."""
     kwargs, where = _kwargs(facts)
-    for key in THINKING_KEYS:
+    # The target's template reads one key: Qwen3's reads enable_thinking, never `thinking`
+    # (SGLang's qwen3 parser agrees: serving_chat.py 0.5.11:1396-1401,
+    # parser/reasoning_parser.py 0.5.23:441,483), so `{"thinking": false}` turns nothing off.
+    keys = (row["thinking_key"],) if isinstance(row.get("thinking_key"), str) else THINKING_KEYS
+    for key in keys:
         if kwargs is not None and isinstance(kwargs.get(key), bool):
             return bool(kwargs[key]), f"{where} sets {key}={str(kwargs[key]).lower()}"
     template = _chat_template(facts)
