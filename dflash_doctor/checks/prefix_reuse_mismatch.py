@@ -6,6 +6,11 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import require_dflash
 from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.sglang_versions import Version, parse_version
+
+# DFLASH's verify rebuilds the Mamba track indices from 0.5.18 (speculative/dflash_info.py
+# 0.5.18:91-96): an upgrade helps a hybrid target only below it.
+TRACK_HOOK_SINCE: Version = (0, 5, 18)
 
 
 @check("DFD173", "prefix-reuse-mismatch", Severity.ERROR)
@@ -89,11 +94,16 @@ def prefix_reuse_mismatch(facts: HostFacts) -> list[Finding]:
             ),
             evidence=evidence,
             impact={"First differing output token": probe.first_mismatch},
-            fixes=[
-                Fix(action="upgrade_sglang", value="0.5.18"),
-                Fix(action="set_flag", flag="--disable-radix-cache"),
-            ]
-            if hybrid
-            else [Fix(action="set_flag", flag="--disable-radix-cache")],
+            fixes=_fixes(facts, hybrid),
         )
     ]
+
+
+def _fixes(facts: HostFacts, hybrid: str | None) -> list[Fix]:
+    """No radix cache; and for a hybrid target below 0.5.18 (or of unknown release), the
+    upgrade, never on a release that already has it."""
+    off = Fix(action="set_flag", flag="--disable-radix-cache")
+    version = parse_version(facts.sglang_version.value or "")
+    if hybrid and (version is None or version < TRACK_HOOK_SINCE):
+        return [Fix(action="upgrade_sglang", value="0.5.18"), off]
+    return [off]

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.checks.test_thinking_hybrid import facts_of, judge, qwen3_launch, qwen3_target
+from dflash_doctor.facts.models import PrefixProbe
+from tests.checks.test_thinking_hybrid import (
+    argv_of,
+    facts_of,
+    hybrid_target,
+    judge,
+    launch_of,
+    probe_bench,
+    qwen3_launch,
+    qwen3_target,
+)
 
 KWARGS = "--default-chat-template-kwargs"
 
@@ -31,3 +41,21 @@ def test_dfd171_enable_thinking_still_decides_over_thinking() -> None:
     on = qwen3_launch("0.5.23", KWARGS, '{"enable_thinking": true, "thinking": false}')
     r = judge("DFD171", facts_of("0.5.23", on, qwen3_target()))
     assert r.status == "failed" and "sets enable_thinking=true" in r.findings[0].message
+
+
+# DFD173: an upgrade to 0.5.18 (speculative/dflash_info.py 0.5.18:91-96) is no fix on a host
+# already at 0.5.18 or newer; there it would be a downgrade.
+
+
+@pytest.mark.parametrize(("version", "upgrade"), [("0.5.17", True), ("0.5.18", False),
+                                                  ("0.5.23", False)])  # fmt: skip
+def test_dfd173_offers_the_upgrade_only_below_0_5_18(version: str, upgrade: bool) -> None:
+    probe = PrefixProbe(
+        prompt_tokens=1500, max_new_tokens=32, cached_tokens=1499, tokens_compared=32,
+        first_mismatch=5, first_tokens=[1, 2, 3, 4, 5], second_tokens=[1, 2, 3, 4, 6],
+    )  # fmt: skip
+    args = launch_of(version, argv_of("m", "d"))
+    r = judge("DFD173", facts_of(version, args, hybrid_target(), bench=probe_bench(probe)))
+    (finding,) = r.findings
+    actions = [f.action for f in finding.fixes]
+    assert actions == (["upgrade_sglang", "set_flag"] if upgrade else ["set_flag"])
