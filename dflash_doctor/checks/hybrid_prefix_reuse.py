@@ -105,6 +105,36 @@ def verdict(strategy: str, version: Version) -> Verdict | None:
     return None
 
 
+def no_buffer_refusal(version: Version, launch: LaunchArgs | None) -> Verdict | None:
+    """From 0.5.14 a `no_buffer` the launch asks for (not one `auto` resolved, which turns
+    the overlap scheduler off itself) is refused at start with the overlap scheduler on
+    (DFLASH keeps it on) or pages over one token: srt/server_args.py 0.5.14:4355-4362,
+    0.5.17:5575-5582, arg_groups/mamba_hook.py 0.5.23:156-163."""
+    if version < NEW_FLAG_SINCE or launch is None:
+        return None
+    if (launch.page_size or 1) > 1:
+        text = "no_buffer only supports page_size=1."
+    elif not has_flag(launch, "--disable-overlap-schedule"):
+        text = (
+            "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+        )
+    else:
+        return None
+    return Verdict(True, f"the start is refused: `{text}`")
+
+
+def _no_buffer_fixes(version: Version) -> list[Fix]:
+    """A refused explicit no_buffer: let `auto` choose, or no radix cache; the upgrade only
+    where `auto`'s extra_buffer is still served stale (below 0.5.18)."""
+    fixes = [
+        Fix(action="remove_flag", flag=NEW_FLAG),
+        Fix(action="set_flag", flag="--disable-radix-cache"),
+    ]
+    if version < TRACK_HOOK_SINCE:
+        fixes.insert(1, Fix(action="upgrade_sglang", value="0.5.18"))
+    return fixes
+
+
 def _fixes() -> list[Fix]:
     """Upgrade to the release whose DFLASH verify rebuilds the track indices, else no radix
     cache: the only launch every affected release starts and serves correctly."""
@@ -145,6 +175,10 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
       so the state checkpoints the radix cache keeps for later requests are taken at stale
       or missing indices. 0.5.11-0.5.13 `extra_buffer` is the same: only EAGLE's verify sets
       the indices (`speculative/eagle_info.py` 0.5.11:155-165).
+    - 0.5.14-0.5.23: a `no_buffer` the launch names (not one `auto` resolved, which turns
+      the overlap scheduler off itself) is refused at start while the overlap scheduler
+      is on or `--page-size` is over 1 (`srt/server_args.py` 0.5.14:4355-4362,
+      0.5.17:5575-5582, `arg_groups/mamba_hook.py` 0.5.23:156-163).
     - 0.5.18-0.5.23: DFLASH's verify runs `prepare_mamba_track_for_verify`
       (`speculative/dflash_info.py` 0.5.18:91-96, 0.5.23:99-104; `arg_groups/mamba_hook.py`
       0.5.23:126-128 notes that dflash gained the hook): served as designed, no finding.
@@ -189,6 +223,10 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
     strategy, said = _written(facts)
     resolved = _resolved(strategy, version, launch)
     found = verdict(resolved, version)
+    fixes = _fixes()
+    if found is None and strategy == "no_buffer" and runtime is None:
+        found = no_buffer_refusal(version, launch)
+        fixes = _no_buffer_fixes(version)
     if found is None:
         return []
     how = said if resolved == strategy else f"{said}, which SGLang {release} resolves to {resolved}"
@@ -210,6 +248,6 @@ def hybrid_prefix_reuse(facts: HostFacts) -> list[Finding]:
             ),
             severity=Severity.ERROR if found.refused else Severity.WARNING,
             evidence=evidence,
-            fixes=_fixes(),
+            fixes=fixes,
         )
     ]

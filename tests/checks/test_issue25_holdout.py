@@ -59,3 +59,31 @@ def test_dfd173_offers_the_upgrade_only_below_0_5_18(version: str, upgrade: bool
     (finding,) = r.findings
     actions = [f.action for f in finding.fixes]
     assert actions == (["upgrade_sglang", "set_flag"] if upgrade else ["set_flag"])
+
+
+# DFD172: from 0.5.14 a named no_buffer is refused at start with the overlap scheduler on or
+# pages over one token (srt/server_args.py 0.5.14:4355-4362, 0.5.17:5575-5582,
+# arg_groups/mamba_hook.py 0.5.23:156-163); `auto` resolving to no_buffer turns overlap off.
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.17", "0.5.18", "0.5.23"])
+def test_dfd172_named_no_buffer_with_overlap_is_refused(version: str) -> None:
+    flags = ("--speculative-num-draft-tokens", "16", "--mamba-radix-cache-strategy", "no_buffer")
+    args = launch_of(version, argv_of("Qwen/Qwen3.5-35B-A3B", "z/d", *flags))
+    r = judge("DFD172", facts_of(version, args, hybrid_target()))
+    assert r.status == "failed", r.reason
+    (finding,) = r.findings
+    assert "no_buffer do not support overlap schedule" in finding.message
+    actions = [f.action for f in finding.fixes]
+    upgrade = version in ("0.5.14", "0.5.17")
+    assert ("upgrade_sglang" in actions) is upgrade
+    paged = launch_of(version, argv_of("Qwen/Qwen3.5-35B-A3B", "z/d", *flags, "--page-size", "64"))
+    (finding,) = judge("DFD172", facts_of(version, paged, hybrid_target())).findings
+    assert "no_buffer only supports page_size=1." in finding.message
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.23"])
+def test_dfd172_named_no_buffer_without_overlap_starts(version: str) -> None:
+    flags = ("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule")
+    args = launch_of(version, argv_of("Qwen/Qwen3.5-35B-A3B", "z/d", *flags))
+    assert judge("DFD172", facts_of(version, args, hybrid_target())).status == "passed"

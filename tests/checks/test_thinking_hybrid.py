@@ -231,7 +231,8 @@ STALE = [
 ]
 CLEAN = [
     ("0.5.11", ("--disable-radix-cache",)),
-    ("0.5.14", ("--mamba-radix-cache-strategy", "no_buffer")),
+    # a named no_buffer starts only with the overlap scheduler off (0.5.14:4355-4362)
+    ("0.5.14", ("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule")),
     ("0.5.14", ("--disable-overlap-schedule",)),  # auto -> no_buffer
     ("0.5.18", ("--mamba-radix-cache-strategy", "extra_buffer")),
     ("0.5.18", ("--mamba-radix-cache-strategy", "extra_buffer_lazy")),
