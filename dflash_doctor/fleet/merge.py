@@ -64,6 +64,16 @@ def _rename(host: HostReport, name: str) -> None:
         host.facts.host = name
 
 
+def _named(
+    host: HostReport, source: ReportSource, stem: str, taken: set[str], by_file: bool
+) -> HostReport:
+    """The host under its fleet name (the file's for `local` or `by_file`), noted in source."""
+    own = stem if host.host in LOCAL_NAMES or by_file else host.host
+    _rename(host, _unique(own, stem, taken))
+    source.hosts.append(host.host)
+    return host
+
+
 def merge_notes(errors: list[str], n_hosts: int, sources: list[ReportSource]) -> list[str]:
     """The fleet report's notes: each unreadable file, an empty merge, mixed tool versions."""
     notes = list(errors)
@@ -120,13 +130,8 @@ def iter_hosts(
         single = len(report.hosts) == 1
         hosts, report.hosts = report.hosts, []  # the report is not held while its hosts go
         while hosts:
-            host = hosts.pop(0)
-            own = host.host
-            if own in LOCAL_NAMES or (name_from_file and single):
-                own = stem
-            _rename(host, _unique(own, stem, taken))
-            source.hosts.append(host.host)
-            yield host
+            # Bound to no name here: the generator holds no host while the next is shown.
+            yield _named(hosts.pop(0), source, stem, taken, name_from_file and single)
     for name in missing or []:
         if name not in taken:
             taken.add(name)
