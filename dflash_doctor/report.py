@@ -136,7 +136,7 @@ def _counted_as(result: CheckResult) -> str:
     return result.status
 
 
-def _unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
+def unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
     """Per host, each fact the command line named that could not be read, and a host on
     which no check could run: input errors (exit 2)."""
     errors = []
@@ -156,40 +156,38 @@ def _unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
     return errors
 
 
-def build_report(
-    hosts: list[HostReport],
-    fail_on: Severity = Severity.ERROR,
-    notes: list[str] | None = None,
+def tally_host(summary: Summary, host: HostReport, fail_on: Severity) -> bool:
+    """Count one host into `summary` (all but `hosts`); whether a finding of it fails the run.
+    `report merge` counts a fleet one host at a time with it (fleet/stream.py)."""
+    if not host.reachable:
+        summary.unreachable += 1
+    elif host.error is not None:
+        summary.host_errors += 1
+    gate = False
+    for result in host.results:
+        status = _counted_as(result)
+        setattr(summary, status, getattr(summary, status) + 1)
+        summary.unjudged += wanted_facts(result)
+    for finding in host.findings:
+        if finding.suppressed is not None:
+            summary.suppressed += 1
+            continue
+        key = {"error": "errors", "warning": "warnings", "info": "infos"}[finding.severity.value]
+        setattr(summary, key, getattr(summary, key) + 1)
+        gate = gate or gates(finding, fail_on)
+    return gate
+
+
+def conclude(
+    summary: Summary,
+    gate: bool,
+    notes: list[str] | None,
+    input_errors: list[str],
     *,
     fail_on_skip: bool = False,
-    given: dict[str, str] | None = None,
-    input_errors: list[str] | None = None,
-) -> Report:
-    """`given`: fact name -> the command-line option that named it (`drafter` -> `--drafter
-    models/x`); such a fact left unread is an input error, not a skip. `input_errors`: the
-    caller's own (a gate lacking what it needs to judge a launch): exit 2, said first."""
-    summary = Summary(hosts=len(hosts))
-    gate = False
-    for host in hosts:
-        if not host.reachable:
-            summary.unreachable += 1
-        elif host.error is not None:
-            summary.host_errors += 1
-        for result in host.results:
-            status = _counted_as(result)
-            setattr(summary, status, getattr(summary, status) + 1)
-            summary.unjudged += wanted_facts(result)
-        for finding in host.findings:
-            if finding.suppressed is not None:
-                summary.suppressed += 1
-                continue
-            key = {"error": "errors", "warning": "warnings", "info": "infos"}[
-                finding.severity.value
-            ]
-            setattr(summary, key, getattr(summary, key) + 1)
-            gate = gate or gates(finding, fail_on)
+) -> tuple[list[str], int]:
+    """The notes and exit code of hosts counted into `summary` (`gate`: a finding fails)."""
     notes = list(notes or [])
-    input_errors = [*(input_errors or []), *_unread_inputs(hosts, given or {})]
     notes.extend(input_errors)
     unjudged = summary.unjudged
     if unjudged:
@@ -206,4 +204,25 @@ def build_report(
         code = EXIT_USAGE
     if summary.unreachable:
         code = EXIT_UNREACHABLE
+    return notes, code
+
+
+def build_report(
+    hosts: list[HostReport],
+    fail_on: Severity = Severity.ERROR,
+    notes: list[str] | None = None,
+    *,
+    fail_on_skip: bool = False,
+    given: dict[str, str] | None = None,
+    input_errors: list[str] | None = None,
+) -> Report:
+    """`given`: fact name -> the command-line option that named it (`drafter` -> `--drafter
+    models/x`); such a fact left unread is an input error, not a skip. `input_errors`: the
+    caller's own (a gate lacking what it needs to judge a launch): exit 2, said first."""
+    summary = Summary(hosts=len(hosts))
+    gate = False
+    for host in hosts:
+        gate = tally_host(summary, host, fail_on) or gate
+    input_errors = [*(input_errors or []), *unread_inputs(hosts, given or {})]
+    notes, code = conclude(summary, gate, notes, input_errors, fail_on_skip=fail_on_skip)
     return Report(fail_on=fail_on, hosts=hosts, summary=summary, notes=notes, exit_code=code)

@@ -160,7 +160,63 @@ def test_text_report_ends_with_the_drift_table(fleet: dict[str, Path]) -> None:
     assert "SGLang version" in table and "0.5.23 (4/7)" in table
     assert "v0513: 8" in table
     assert "drift: " in table and "on 5 of 7 host(s) (7 report file(s))" in table
-    assert "DFD170 warning" in p.stdout
+    # by default one line per host with findings, not a panel per finding
+    assert "DFD170 warning" not in p.stdout and "Evidence" not in p.stdout
+    head = p.stdout[: p.stdout.index("Fleet drift")]
+    v0511 = next(line for line in head.splitlines() if line.startswith("v0511"))
+    assert "SGLang 0.5.11" in v0511 and "2 warning" in v0511 and "DFD107" in v0511
+    full = doctor("report", "merge", *map(str, fleet.values()), "--hosts")
+    assert full.returncode == 1, full.stderr
+    assert "DFD170 warning" in full.stdout and "Evidence" in full.stdout
+    assert "on 5 of 7 host(s) (7 report file(s))" in full.stdout
+    # the same summary line either way
+    summary = next(line for line in p.stdout.splitlines() if line.startswith("7 host(s)"))
+    assert summary in full.stdout.splitlines()
+
+
+def test_streamed_merge_agrees_and_holds_no_earlier_host(
+    fleet: dict[str, Path], tmp_path: Path
+) -> None:
+    """The default text report's merge: the same summary, drift, notes and exit code as the
+    whole merge, and each host is dropped once shown (memory does not grow with reports)."""
+    import gc
+    import weakref
+
+    from dflash_doctor.checks.base import Severity
+    from dflash_doctor.fleet.merge import merge_reports
+    from dflash_doctor.fleet.stream import stream_merge
+
+    (tmp_path / "bad.json").write_text("{")
+    files = [*fleet.values(), tmp_path / "bad.json"]
+    seen: list[weakref.ref[HostReport]] = []
+    alive: list[int] = []
+
+    def on_host(host: HostReport) -> None:
+        gc.collect()
+        alive.append(sum(r() is not None for r in seen))
+        seen.append(weakref.ref(host))
+
+    cases = [
+        (files, Severity.ERROR, ["gpu-9"]),  # exit 3
+        (files[:-1], Severity.WARNING, []),  # exit 1
+        (files, Severity.ERROR, []),  # exit 2
+        ([fleet["tuned"], fleet["demo-v0523"]], Severity.ERROR, []),  # exit 0
+    ]
+    codes = []
+    for paths, fail_on, missing in cases:
+        seen.clear()
+        alive.clear()
+        streamed = stream_merge(paths, fail_on, on_host, missing=missing)
+        whole = merge_reports(paths, fail_on, missing=missing)
+        codes.append(whole.exit_code)
+        assert streamed.summary == whole.summary
+        assert streamed.drift == whole.drift and streamed.drift
+        assert streamed.notes == whole.notes and streamed.exit_code == whole.exit_code
+        assert streamed.sources == whole.sources and streamed.hosts == []
+        assert len(seen) == len(whole.hosts)
+        # when a host is shown, no host shown before it is still held
+        assert alive == [0] * len(seen)
+    assert codes == [3, 1, 2, 0]
 
 
 def test_sarif_is_valid_and_has_the_drift_rule(fleet: dict[str, Path]) -> None:

@@ -7,6 +7,7 @@ Imports only typer at module level: cli.py imports this for `--help`, which must
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -77,6 +78,14 @@ _MissingOpt = Annotated[
         help="a host expected in the fleet without a report (reported unreachable, exit 3)",
     ),
 ]
+_HostsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--hosts",
+        help="text: every host in full (its findings, fixes, passes), not one line per host "
+        "with findings",
+    ),
+]
 
 
 @report_app.command("merge")
@@ -87,11 +96,14 @@ def merge(
     output: _OutputOpt = None,
     name_from_file: _NameFromFileOpt = False,
     missing: _MissingOpt = None,
+    hosts: _HostsOpt = False,
 ) -> None:
     """Merge per-host JSON reports into one fleet report with a drift view (DFD170).
 
     Exit codes as for `check`, over the merged hosts; 2 also when a file is not a readable
-    report (one line names it, the others are merged).
+    report (one line names it, the others are merged). Text shows one line per host with
+    findings, the drift table and the summary, reading one report at a time; `--hosts` shows
+    every host in full.
     """
     from rich.console import Console
 
@@ -103,6 +115,8 @@ def merge(
     def say(line: str) -> None:
         err.print(clean(f"dflash-doctor: {line}"), markup=False, highlight=False, soft_wrap=True)
 
+    if fmt is MergeFormat.text and output is None and not hosts:
+        raise typer.Exit(_stream_text(reports, fail_on, name_from_file, say, missing))
     report = merge_reports(
         reports, fail_on, name_from_file=name_from_file, on_error=say, missing=missing
     )
@@ -129,3 +143,29 @@ def _emit_fleet(report: FleetReport, fmt: MergeFormat, output: Path | None) -> N
         sys.stdout.write(machine)
     else:
         render_fleet_terminal(report, Console(stderr=True))
+
+
+def _stream_text(
+    reports: list[Path],
+    fail_on: Severity,
+    name_from_file: bool,
+    say: Callable[[str], None],
+    missing: list[str] | None,
+) -> int:
+    """The default text report, each host shown as read and dropped (fleet/stream.py)."""
+    from rich.console import Console
+
+    from dflash_doctor.fleet.render import render_fleet_close, render_host_line
+    from dflash_doctor.fleet.stream import stream_merge
+
+    console = Console()
+    report = stream_merge(
+        reports,
+        fail_on,
+        lambda host: render_host_line(host, console),
+        name_from_file=name_from_file,
+        on_error=say,
+        missing=missing,
+    )
+    render_fleet_close(report, console)
+    return report.exit_code

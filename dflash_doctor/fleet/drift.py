@@ -162,20 +162,39 @@ def read_setting(setting: Setting, facts: HostFacts) -> Reading | None:
     return None if setting.absent_unknown else read_any
 
 
+# A host's name and its reading of each setting (None: no facts, all unknown): what the
+# drift view needs of a host, so a streamed merge need not keep the host's report.
+HostReadings = tuple[str, dict[str, Reading | None] | None]
+
+
+def host_readings(host: HostReport) -> HostReadings:
+    """The host's readings of every setting in SETTINGS."""
+    if host.facts is None:
+        return host.host, None
+    return host.host, {s.key: read_setting(s, host.facts) for s in SETTINGS}
+
+
 def fleet_drift(hosts: list[HostReport]) -> tuple[list[SettingDrift], dict[str, list[Finding]]]:
     """The drift view of every setting, and the DFD170 findings per host name."""
+    return drift_of([host_readings(h) for h in hosts])
+
+
+def drift_of(
+    fleet: list[HostReadings],
+) -> tuple[list[SettingDrift], dict[str, list[Finding]]]:
+    """fleet_drift over the hosts' readings."""
     table: list[SettingDrift] = []
     findings: dict[str, list[Finding]] = {}
     for setting in SETTINGS:
         row = SettingDrift(setting=setting.key, label=setting.label)
         readings: dict[str, Reading] = {}
-        for host in hosts:
-            reading = None if host.facts is None else read_setting(setting, host.facts)
+        for name, mine in fleet:
+            reading = None if mine is None else mine[setting.key]
             if reading is None:
-                row.unknown.append(host.host)
+                row.unknown.append(name)
                 continue
-            readings[host.host] = reading
-            row.values.setdefault(reading.value, []).append(host.host)
+            readings[name] = reading
+            row.values.setdefault(reading.value, []).append(name)
         counts = Counter({v: len(h) for v, h in row.values.items()}).most_common()
         if len(counts) > 1:
             tied = counts[0][1] == counts[1][1]
@@ -225,26 +244,33 @@ def _finding(row: SettingDrift, reading: Reading, known: int) -> Finding:
     )
 
 
+def drift_result(findings: list[Finding]) -> CheckResult:
+    """A judged host's DFD170 result: failed with its drift findings, else passed."""
+    return CheckResult(
+        check_id=DRIFT_ID,
+        name=FLEET_DRIFT.name,
+        severity=Severity.WARNING,
+        status="failed" if findings else "passed",
+        findings=findings,
+    )
+
+
+def strip_drift(host: HostReport) -> None:
+    """Drop a host's DFD170 result: a merged report merged again is judged against its new
+    fleet."""
+    host.results = [r for r in host.results if r.check_id != DRIFT_ID]
+
+
 def drift_results(hosts: list[HostReport]) -> list[SettingDrift]:
-    """Replace each host's DFD170 result with this fleet's (a merged report merged again
-    is judged against its new fleet); returns the drift view."""
+    """Replace each host's DFD170 result with this fleet's; returns the drift view."""
     for host in hosts:
-        host.results = [r for r in host.results if r.check_id != DRIFT_ID]
+        strip_drift(host)
     judged = [h for h in hosts if h.facts is not None]
     if len(judged) < 2:
         return fleet_drift(hosts)[0] if judged else []
     table, findings = fleet_drift(hosts)
     for host in judged:
-        mine = findings.get(host.host, [])
-        host.results.append(
-            CheckResult(
-                check_id=DRIFT_ID,
-                name=FLEET_DRIFT.name,
-                severity=Severity.WARNING,
-                status="failed" if mine else "passed",
-                findings=mine,
-            )
-        )
+        host.results.append(drift_result(findings.get(host.host, [])))
     return table
 
 

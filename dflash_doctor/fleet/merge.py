@@ -13,7 +13,7 @@ still comes first.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -64,12 +64,20 @@ def _rename(host: HostReport, name: str) -> None:
         host.facts.host = name
 
 
-def _merge_notes(
-    errors: list[str], hosts: list[HostReport], sources: list[ReportSource]
-) -> list[str]:
+def _named(
+    host: HostReport, source: ReportSource, stem: str, taken: set[str], by_file: bool
+) -> HostReport:
+    """The host under its fleet name (the file's for `local` or `by_file`), noted in source."""
+    own = stem if host.host in LOCAL_NAMES or by_file else host.host
+    _rename(host, _unique(own, stem, taken))
+    source.hosts.append(host.host)
+    return host
+
+
+def merge_notes(errors: list[str], n_hosts: int, sources: list[ReportSource]) -> list[str]:
     """The fleet report's notes: each unreadable file, an empty merge, mixed tool versions."""
     notes = list(errors)
-    if not hosts:
+    if not n_hosts:
         notes.append("no report could be read: nothing was merged")
     versions = Counter(s.tool_version for s in sources if s.error is None)
     if len(versions) > 1:
@@ -81,20 +89,26 @@ def _merge_notes(
     return notes
 
 
-def merge_reports(
+def fleet_code(code: int, errors: list[str], n_hosts: int) -> int:
+    """The hosts' exit code, then 2 for an unreadable file or an empty merge (3 first)."""
+    if (errors or not n_hosts) and code != EXIT_UNREACHABLE:
+        return EXIT_USAGE
+    return code
+
+
+def iter_hosts(
     paths: list[Path],
-    fail_on: Severity = Severity.ERROR,
+    sources: list[ReportSource],
+    errors: list[str],
     *,
     name_from_file: bool = False,
     on_error: Callable[[str], None] | None = None,
     missing: list[str] | None = None,
-) -> FleetReport:
-    """`on_error` hears each unreadable file's one line as it is met. `missing`: hosts the
-    runner (Ansible, ...) expected but brought no report from: each is an unreachable host
-    of the fleet, so a fleet report never leaves a host out silently."""
-    hosts: list[HostReport] = []
-    sources: list[ReportSource] = []
-    errors: list[str] = []
+) -> Iterator[HostReport]:
+    """The hosts of the files, one report read at a time, each named uniquely; each file's
+    ReportSource goes to `sources` and each unreadable file's line to `errors` as met.
+    `missing`: hosts the runner (Ansible, ...) expected but brought no report from: each is
+    an unreachable host of the fleet, so a fleet report never leaves a host out silently."""
     taken: set[str] = set()
     for path in paths:
         try:
@@ -112,30 +126,48 @@ def merge_reports(
             exit_code=report.exit_code,
             notes=report.notes,
         )
-        for host in report.hosts:
-            own = host.host
-            if own in LOCAL_NAMES or (name_from_file and len(report.hosts) == 1):
-                own = stem
-            _rename(host, _unique(own, stem, taken))
-            source.hosts.append(host.host)
-            hosts.append(host)
         sources.append(source)
+        single = len(report.hosts) == 1
+        hosts, report.hosts = report.hosts, []  # the report is not held while its hosts go
+        while hosts:
+            # Bound to no name here: the generator holds no host while the next is shown.
+            yield _named(hosts.pop(0), source, stem, taken, name_from_file and single)
     for name in missing or []:
         if name not in taken:
             taken.add(name)
-            hosts.append(HostReport(host=name, reachable=False, error=NO_REPORT))
+            yield HostReport(host=name, reachable=False, error=NO_REPORT)
+
+
+def merge_reports(
+    paths: list[Path],
+    fail_on: Severity = Severity.ERROR,
+    *,
+    name_from_file: bool = False,
+    on_error: Callable[[str], None] | None = None,
+    missing: list[str] | None = None,
+) -> FleetReport:
+    """Every host of the files in one report, each with its DFD170 result (iter_hosts)."""
+    sources: list[ReportSource] = []
+    errors: list[str] = []
+    hosts = list(
+        iter_hosts(
+            paths,
+            sources,
+            errors,
+            name_from_file=name_from_file,
+            on_error=on_error,
+            missing=missing,
+        )
+    )
     drift = drift_results(hosts)
-    notes = _merge_notes(errors, hosts, sources)
+    notes = merge_notes(errors, len(hosts), sources)
     base = build_report(hosts, fail_on=fail_on, notes=notes)
-    code = base.exit_code
-    if (errors or not hosts) and code != EXIT_UNREACHABLE:
-        code = EXIT_USAGE
     return FleetReport(
         fail_on=fail_on,
         hosts=base.hosts,
         summary=base.summary,
         notes=base.notes,
-        exit_code=code,
+        exit_code=fleet_code(base.exit_code, errors, len(hosts)),
         sources=sources,
         drift=drift,
     )

@@ -6,11 +6,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from dflash_doctor.checks.base import Severity
 from dflash_doctor.fleet.drift import FLEET_CHECKS
 from dflash_doctor.fleet.merge import FleetReport
 from dflash_doctor.render.formats import render_format
-from dflash_doctor.render.terminal import render_terminal
+from dflash_doctor.render.terminal import host_line, print_line, render_terminal, summary_line
 from dflash_doctor.render.text import clean
+from dflash_doctor.report import HostReport
 
 # A sha256 or a long path in a table cell: the start is what tells values apart.
 CELL = 24
@@ -51,7 +53,7 @@ def render_drift(report: FleetReport, console: Console) -> None:
     console.print(
         Text(
             f"drift: {settings} setting(s) differ on {len(drifted)} of "
-            f"{len(report.hosts)} host(s) ({len(report.sources)} report file(s))",
+            f"{report.summary.hosts} host(s) ({len(report.sources)} report file(s))",
             style="bold",
         )
     )
@@ -60,6 +62,33 @@ def render_drift(report: FleetReport, console: Console) -> None:
 def render_fleet_terminal(report: FleetReport, console: Console) -> None:
     render_terminal(report, console)
     render_drift(report, console)
+
+
+def render_host_line(host: HostReport, console: Console) -> None:
+    """A host of the default text report: one line, and only for a host with something to
+    say (unreachable, an error, a finding that is not waived); `--hosts` shows the rest."""
+    shown = [f for f in host.findings if f.suppressed is None]
+    if host.reachable and host.error is None and not shown:
+        return
+    line = host_line(host)
+    if not host.reachable:
+        line.append(clean(f": unreachable: {host.error}"), style="bold red")
+    elif host.error is not None:
+        line.append(clean(f": error: {host.error}"), style="bold red")
+    if shown:
+        counts = {s: sum(f.severity is s for f in shown) for s in Severity}
+        line.append(": " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + ": ")
+        line.append(clean(", ".join(dict.fromkeys(f.check_id for f in shown))))
+    print_line(console, line)
+
+
+def render_fleet_close(report: FleetReport, console: Console) -> None:
+    """After the host lines: the drift table, the notes and the summary line."""
+    console.rule(style="dim")
+    render_drift(report, console)
+    for note in report.notes:
+        print_line(console, note, "yellow")
+    print_line(console, summary_line(report), "bold")
 
 
 def render_fleet(report: FleetReport, fmt: str, root: str = ".") -> str | None:

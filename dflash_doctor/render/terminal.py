@@ -24,7 +24,7 @@ def _where(ev: Evidence) -> str:
     return clean(f"{ev.file}:{ev.line}" if ev.line is not None else ev.file)
 
 
-def _host_line(host: HostReport) -> Text:
+def host_line(host: HostReport) -> Text:
     """The host name with its SGLang version, GPUs and launch source."""
     text = Text(clean(host.host), style="bold")
     facts = host.facts
@@ -112,6 +112,11 @@ def _skip_lines(hosts: list[HostReport], unjudged: bool, console: Console) -> No
         _line(console, f"{kind} ({len(ids)}{on}): {', '.join(ids)}: {cause}", style)
 
 
+def print_line(console: Console, text: str | Text, style: str = "") -> None:
+    """One line wrapped at words to the width (_line)."""
+    _line(console, text, style)
+
+
 def _line(console: Console, text: str | Text, style: str = "") -> None:
     """One line wrapped at words to the width (CI logs are 80 columns), never inside a word:
     a path longer than the width stays whole on its own row; no row ends in spaces."""
@@ -141,7 +146,7 @@ def render_terminal(report: Report, console: Console) -> None:
     for host in report.hosts:
         # A rule's title is cut at the width; the host line below it wraps instead.
         console.rule(style="dim")
-        _line(console, _host_line(host))
+        _line(console, host_line(host))
         if not host.reachable:
             _line(console, f"unreachable: {host.error}", "bold red")
             continue
