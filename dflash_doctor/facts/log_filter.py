@@ -63,8 +63,8 @@ MAX_SERIES = 256
 # test pins it). MARKS are looked for in the whole log: "DFLASH", and the field name that
 # every `server_args=` dump holds (ServerArgs.speculative_algorithm, srt/server_args.py in
 # 0.5.11-0.5.19, arg_groups/field_order.py:264 in 0.5.23), so that a start without DFLASH
-# still opens a new start; a 21-byte needle is found about twice as fast as
-# "server_args=". STARTUP_MARKS are texts logged while a start builds its models
+# still opens a new start; its "_" lets it be found by memchr (PROBE_BYTES), which
+# "server_args=" would allow too. STARTUP_MARKS are texts logged while a start builds its models
 # (srt/configs/model_config.py ModelConfig, 0.5.23:1311; srt/models/dflash.py
 # CandidateSelector.__init__, 0.5.23:1160), before it serves: they are looked for from
 # each dump until that start's first decode line, which saves two passes over the bulk of
