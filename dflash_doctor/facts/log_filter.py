@@ -101,6 +101,10 @@ PROBE_BYTES = b"_=LA"
 # Candidates that are no match, per search, before falling back to `bytes.find`: a log
 # dense in the probe byte costs at most this many Python steps more than the plain search.
 PROBE_MISSES = 8
+# Marked lines in one buffer after which its marks are searched with `bytes.find` alone:
+# where they are dense, the next one is near and a probe byte that keeps coming without
+# them (a hostile log) would cost PROBE_MISSES steps per line.
+DENSE_MARKED = 64
 
 
 def probe_index(mark: bytes) -> int:
@@ -333,7 +337,7 @@ class LogFilter:
         self._cursor, self._cursor_line = start, self._lines_before
         marks = _ALL_PROBED if self._starting else _PROBED
         nexts = [find_mark(buf, m, k, start, end) for m, k in marks]
-        pos = start
+        pos, marked = start, 0
         while True:
             found = [n for n in nexts if n >= 0]
             if not found:
@@ -351,7 +355,9 @@ class LogFilter:
                 self.decode.reset()
                 self._starting = True
             self.on_marked(self._line_at(buf, line_start), line)
-            pos = line_end + 1
+            pos, marked = line_end + 1, marked + 1
+            if marked == DENSE_MARKED:  # marks are near each other: probing cannot pay
+                marks = tuple((m, -1) for m, _ in marks)
             for i, n in enumerate(nexts):
                 if 0 <= n < pos:
                     nexts[i] = find_mark(buf, *marks[i], pos, end)

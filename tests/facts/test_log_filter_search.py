@@ -40,3 +40,24 @@ def test_accept_cache_is_float_and_bounded() -> None:
     assert [cache[t] for t in texts] == [float(t) for t in texts]  # now from the cache
     assert len(cache) == log_filter.ACCEPT_CACHE_MAX
     assert b"1" * 40 + b".5" not in cache
+
+
+def test_marked_lines_where_marks_and_probe_bytes_are_dense() -> None:
+    """Past DENSE_MARKED marked lines in a buffer the scan stops probing; every line that
+    holds a mark is still reported, with its number, whatever the chunking."""
+    rng = random.Random(2028)
+    words = [b"L", b"_", b"LL__", b"DFLASH", b"speculative_algorithm", b"DFLAS", b"x y"]
+    lines = [b"".join(rng.choice(words) for _ in range(rng.randrange(0, 6))) for _ in range(3000)]
+    text = b"\n".join(lines) + b"\n"
+    want = [
+        (n, line) for n, line in enumerate(lines, 1) if any(m in line for m in log_filter.MARKS)
+    ]
+    assert len(want) > 10 * log_filter.DENSE_MARKED
+    for chunk in (7, 4096, 1 << 20):
+        got: list[tuple[int, bytes]] = []
+        f = log_filter.LogFilter(lambda n, line, got=got: got.append((n, line)))
+        for i in range(0, len(text), chunk):
+            f.feed(text[i : i + chunk])
+        f.finish()
+        assert got == want, chunk
+        assert f.lines == len(lines)
