@@ -55,7 +55,11 @@ def test_marked_lines_where_marks_and_probe_bytes_are_dense() -> None:
     assert len(want) > 10 * log_filter.DENSE_MARKED
     for chunk in (7, 4096, 1 << 20):
         got: list[tuple[int, bytes]] = []
-        f = log_filter.LogFilter(lambda n, line, got=got: got.append((n, line)))
+
+        def on_marked(n: int, line: bytes, got: list[tuple[int, bytes]] = got) -> None:
+            got.append((n, line))
+
+        f = log_filter.LogFilter(on_marked)
         for i in range(0, len(text), chunk):
             f.feed(text[i : i + chunk])
         f.finish()
