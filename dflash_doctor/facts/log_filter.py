@@ -18,7 +18,9 @@ What it reports:
   per-MiB bursts). A `server_args=` dump (a new start) resets it.
 
 Decode lines are totalled without a Python step per line: `findall` over a block of the
-log, then `sum(map(float, ...))` over slices, both in C. bench/log_scan.py measures the
+log, then `sum(map(AcceptCache lookup, ...))` over slices, both in C. Marks are found
+through a byte no steady-state line holds (memchr), and newlines are counted once per
+chunk, the one pass over every byte besides the read. bench/log_scan.py measures the
 scan against `grep -c`.
 
 Texts, from SGLang's wheels (dflash_doctor/data/log_patterns.json cites every release):
@@ -41,7 +43,7 @@ import sys
 # typing's, not collections.abc's and builtins': the aliases below are evaluated at import,
 # and on a 3.8 host neither collections.abc.Callable nor tuple is subscriptable
 # (tests/test_host_side_python.py runs this file under a real 3.8).
-from typing import Callable, Optional, Tuple  # noqa: UP035
+from typing import Callable, Dict, Optional, Tuple  # noqa: UP035
 
 MAX_LINE_BYTES = 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -61,8 +63,8 @@ MAX_SERIES = 256
 # test pins it). MARKS are looked for in the whole log: "DFLASH", and the field name that
 # every `server_args=` dump holds (ServerArgs.speculative_algorithm, srt/server_args.py in
 # 0.5.11-0.5.19, arg_groups/field_order.py:264 in 0.5.23), so that a start without DFLASH
-# still opens a new start; a 21-byte needle is found about twice as fast as
-# "server_args=". STARTUP_MARKS are texts logged while a start builds its models
+# still opens a new start; its "_" lets it be found by memchr (PROBE_BYTES), which
+# "server_args=" would allow too. STARTUP_MARKS are texts logged while a start builds its models
 # (srt/configs/model_config.py ModelConfig, 0.5.23:1311; srt/models/dflash.py
 # CandidateSelector.__init__, 0.5.23:1160), before it serves: they are looked for from
 # each dump until that start's first decode line, which saves two passes over the bulk of
@@ -90,6 +92,48 @@ TPUT_RE = re.compile(rb"\(token/s\): (\d+\.\d+)")
 GRAPH_OFF_TEXT = b"graph: False, gen throughput (token/s)"
 TIMESTAMP_RE = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")
 
+# Bytes that SGLang's steady-state lines (decode, prefill, HTTP access) do not hold. A mark
+# holding one is searched by that byte first: `bytes.find` of one byte is memchr (tens of
+# GB/s), while `bytes.find` of "DFLASH" or "speculative_algorithm" runs at about 1-2 GB/s
+# here (its skip test lets most lowercase text through), and was half of a scan's time.
+# The order is the preference: "DFLASH" is probed by "L", "speculative_algorithm" by "_".
+PROBE_BYTES = b"_=LA"
+# Candidates that are no match, per search, before falling back to `bytes.find`: a log
+# dense in the probe byte costs at most this many Python steps more than the plain search.
+PROBE_MISSES = 8
+# Marked lines in one buffer after which its marks are searched with `bytes.find` alone:
+# where they are dense, the next one is near and a probe byte that keeps coming without
+# them (a hostile log) would cost PROBE_MISSES steps per line.
+DENSE_MARKED = 64
+
+
+def probe_index(mark: bytes) -> int:
+    """Where in `mark` its probe byte is (the first of PROBE_BYTES it holds), or -1."""
+    for byte in PROBE_BYTES:
+        i = mark.find(bytes((byte,)))
+        if i >= 0:
+            return i
+    return -1
+
+
+def find_mark(buf: bytes, mark: bytes, probe: int, start: int, end: int) -> int:
+    """`buf.find(mark, start, end)`, the same answer, found through its probe byte at
+    mark[probe] (probe_index) with memchr; a plain search where probe is -1 or the probe
+    byte keeps coming without the mark."""
+    if probe < 0:
+        return buf.find(mark, start, end)
+    byte = mark[probe : probe + 1]
+    pos = start + probe
+    for _ in range(PROBE_MISSES):
+        hit = buf.find(byte, pos, end)
+        if hit < 0:
+            return -1
+        if buf.startswith(mark, hit - probe, end):
+            return hit - probe
+        pos = hit + 1
+    return buf.find(mark, pos - probe, end)
+
+
 OnMarked = Callable[[int, bytes], None]
 # (offset, timestamp, weight of its lines, weighted sum of accept len, sum of sampled
 # throughput, throughput samples)
@@ -108,6 +152,26 @@ def kept(block: int, sample: int) -> bool:
 
 
 _MASK64 = (1 << 64) - 1
+# (mark, probe_index(mark)) of what _scan looks for; all of them while a start builds.
+_PROBED = tuple((m, probe_index(m)) for m in MARKS)
+_ALL_PROBED = _PROBED + tuple((m, probe_index(m)) for m in STARTUP_MARKS)
+
+
+# Accept lengths are `{:.2f}` texts of a few hundred distinct values: a dict from text to
+# float is four times faster than float() per line. Bounded: short texts only (a hostile
+# `accept len: 1111...1.1` is parsed, not kept) and at most ACCEPT_CACHE_MAX of them.
+ACCEPT_CACHE_MAX = 4096
+ACCEPT_CACHE_TEXT = 8
+
+
+class AcceptCache(Dict[bytes, float]):  # noqa: UP006 (3.8 host: dict[...] is not a base)
+    """float(text) of accept-length texts, kept for the short and the first few thousand."""
+
+    def __missing__(self, text: bytes) -> float:
+        value = float(text)
+        if len(text) <= ACCEPT_CACHE_TEXT and len(self) < ACCEPT_CACHE_MAX:
+            self[text] = value
+        return value
 
 
 class DecodeSeries:
@@ -118,6 +182,7 @@ class DecodeSeries:
     weights, sums and means are unbiased; in the exact prefix they are exact."""
 
     def __init__(self) -> None:
+        self._value = AcceptCache().__getitem__
         self.reset()
 
     def reset(self) -> None:
@@ -155,7 +220,7 @@ class DecodeSeries:
         while i < total:
             need = -(-(self.per_point - self._n) // weight)  # lines to fill the point
             take = min(max(need, 1), total - i)
-            a = sum(map(float, accepts[i : i + take])) * weight
+            a = sum(map(self._value, accepts[i : i + take])) * weight
             self._n += take * weight
             self._accept += a
             self.sum_accept += a
@@ -270,9 +335,9 @@ class LogFilter:
         """Scan complete lines buf[start:end] (end is just past a newline)."""
         self._buf_stream_offset = self._stream_offset - start
         self._cursor, self._cursor_line = start, self._lines_before
-        marks = (*MARKS, *STARTUP_MARKS) if self._starting else MARKS
-        nexts = [buf.find(m, start, end) for m in marks]
-        pos = start
+        marks = _ALL_PROBED if self._starting else _PROBED
+        nexts = [find_mark(buf, m, k, start, end) for m, k in marks]
+        pos, marked = start, 0
         while True:
             found = [n for n in nexts if n >= 0]
             if not found:
@@ -290,10 +355,12 @@ class LogFilter:
                 self.decode.reset()
                 self._starting = True
             self.on_marked(self._line_at(buf, line_start), line)
-            pos = line_end + 1
+            pos, marked = line_end + 1, marked + 1
+            if marked == DENSE_MARKED:  # marks are near each other: probing cannot pay
+                marks = tuple((m, -1) for m, _ in marks)
             for i, n in enumerate(nexts):
                 if 0 <= n < pos:
-                    nexts[i] = buf.find(marks[i], pos, end)
+                    nexts[i] = find_mark(buf, *marks[i], pos, end)
         self._stream_offset += end - start
         self._lines_before = self._cursor_line + buf.count(b"\n", self._cursor, end)
 
