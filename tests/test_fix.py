@@ -193,7 +193,10 @@ def test_offline_fix_makes_the_gate_pass(tmp_path: Path) -> None:
     original = (DEMO_HOST / "etc/sglang/launch.sh").read_bytes()
     (tmp_path / "deploy/launch.sh").write_bytes(original)
     shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "models/d")
-    common = ["--drafter", "models/d", "--sglang-version", "0.5.13"]
+    (target,) = (DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6/snapshots").iterdir()
+    shutil.copytree(target, tmp_path / "models/t")
+    # every input a gate needs (it fails closed without the target's config)
+    common = ["--drafter", "models/d", "--target", "models/t", "--sglang-version", "0.5.13"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -355,11 +358,14 @@ def test_inventory_launch_entries_are_edited_in_place(tmp_path: Path) -> None:
     from dflash_doctor.fix.edits import edit_inventory_launch
 
     shutil.copytree(DEMO_HOST / "models/Kimi-K2.6-DFlash", tmp_path / "d")
+    (target,) = (DEMO_HOST / "data/hf/hub/models--moonshotai--Kimi-K2.6/snapshots").iterdir()
+    shutil.copytree(target, tmp_path / "t")  # a gate fails closed without the target
     inv = tmp_path / "inventory.yaml"
     original = (
         "# fleet definition\n"
         "defaults:\n  sglang_version: 0.5.13\n  offline: true\n"
         f"  drafter_path: {tmp_path / 'd'}\n"
+        f"  target_path: {tmp_path / 't'}\n"
         "hosts:\n"
         "  gpu-a:  # canary\n"
         "    launch: python -m sglang.launch_server --model-path m --speculative-algorithm DFLASH"

@@ -65,9 +65,12 @@ def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
         )
     port = launch_file_port(t, hints.launch_file, hints.compose_service)
     if len(servers) <= 1:
-        if servers and port is not None and _port(servers[0]) != port:
+        running = _port(servers[0]) if servers else None
+        if port is not None and running is not None and running != port:
             # The one server running is not the launch file's (that one is down: a
-            # rollback recovering it must never stop another server in its place).
+            # rollback recovering it must never stop another server in its place). A
+            # command line whose port cannot be read (truncated, refused by the parse) is
+            # kept: its own parse error is the finding (tests/test_gather.py).
             return None
         return servers[0][0] if servers else None
     if port is None:
