@@ -88,9 +88,12 @@ def test_report_merge_fix_hints_reach_the_terminal_clean(tmp_path: Path) -> None
     host["pending_relaunch"] = f"relaunch {ESC}"
     host["results"][0]["check_id"] = f"DFD1{ESC}"
     (tmp_path / "a.json").write_text(json.dumps(doc))
-    p = subprocess.run(
-        [*run, "report", "merge", str(tmp_path / "a.json")],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    assert "To fix: dflash-doctor fix" in p.stdout, p.stdout + p.stderr
-    assert "\x1b" not in p.stdout + p.stderr and "\x07" not in p.stdout
+    # the streamed one-line-per-host report, and the per-host detail (--hosts) with the hint
+    for extra in ([], ["--hosts"]):
+        p = subprocess.run(
+            [*run, "report", "merge", str(tmp_path / "a.json"), *extra],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        if extra:
+            assert "To fix: dflash-doctor fix" in p.stdout, p.stdout + p.stderr
+        assert "\x1b" not in p.stdout + p.stderr and "\x07" not in p.stdout, extra
