@@ -1,10 +1,7 @@
 """DFD131: what the draft KV cache costs, and the lever this SGLang has.
 
-The span verdicts come from one model, `dflash_doctor.spans`: per layer, what the drafter
-was trained to attend over (its `sliding_window`, or the whole context) against what the
-host's SGLang serves (from its own `srt/models/dflash.py` where readable, else the version
-table), under the draft window flag, page size and context length. See `spans.py` for the
-SGLang file:line behind each rule.
+Served and trained spans per layer come from `dflash_doctor.spans`, which cites SGLang's
+file:line for each rule.
 """
 
 from __future__ import annotations
@@ -29,12 +26,10 @@ from dflash_doctor.sglang_versions import (
     DRAFT_CELL_SIZE_SINCE,
     DRAFT_KV_DTYPE_FLAG,
     DRAFT_KV_DTYPE_SINCE,
-    LAYER_TYPES_SINCE,
     VersionFacts,
     format_version,
 )
 
-UPGRADE = format_version(LAYER_TYPES_SINCE)
 FP8_KV = ("fp8_e4m3", "fp8_e5m2")
 
 

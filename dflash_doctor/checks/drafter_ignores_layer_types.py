@@ -1,10 +1,7 @@
 """DFD103: sliding draft layers served beyond the window they were trained with.
 
-The span verdicts come from one model, `dflash_doctor.spans`: per layer, what the drafter
-was trained to attend over (its `sliding_window`, or the whole context) against what the
-host's SGLang serves (from its own `srt/models/dflash.py` where readable, else the version
-table), under the draft window flag, page size and context length. See `spans.py` for the
-SGLang file:line behind each rule.
+Served and trained spans per layer come from `dflash_doctor.spans`, which cites SGLang's
+file:line for each rule.
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
+    LAYER_TYPES_UPGRADE,
     behaviour_evidence,
     context_length,
     drafter,
@@ -27,14 +25,7 @@ from dflash_doctor.checks.views import (
     window_state,
 )
 from dflash_doctor.facts.models import DrafterConfig, HostFacts
-from dflash_doctor.sglang_versions import (
-    LAYER_TYPES_SINCE,
-    format_version,
-)
 from dflash_doctor.spans import SpanModel
-
-UPGRADE = format_version(LAYER_TYPES_SINCE)
-FP8_KV = ("fp8_e4m3", "fp8_e5m2")
 
 
 def _reads(model: SpanModel) -> str | None:
@@ -129,7 +120,7 @@ def drafter_ignores_layer_types(facts: HostFacts) -> list[Finding]:
             ),
             evidence=evidence,
             impact=impact,
-            fixes=[Fix(action="upgrade_sglang", value=UPGRADE), window_fix],
+            fixes=[Fix(action="upgrade_sglang", value=LAYER_TYPES_UPGRADE), window_fix],
         )
     ]
 
@@ -140,7 +131,7 @@ def _window_fix(facts: HostFacts, cfg: DrafterConfig, window: int) -> tuple[Fix,
     clamped = fixed.with_verdict("clamped")
     fix_note = (
         f"also clamps full_attention layer(s) {layer_list(clamped)} to about {window} tokens; "
-        f"upgrading to {UPGRADE} serves every layer as trained"
+        f"upgrading to {LAYER_TYPES_UPGRADE} serves every layer as trained"
         if clamped
         else "exact: every draft layer is sliding with this window"
         + (

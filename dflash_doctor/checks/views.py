@@ -25,6 +25,9 @@ from dflash_doctor.sglang_versions import (
 )
 from dflash_doctor.spans import Behaviour, LayerSpan, SpanModel, served_spans
 
+# The first release whose dflash.py honours layer_types, as fixes and messages name it.
+LAYER_TYPES_UPGRADE = format_version(LAYER_TYPES_SINCE)
+
 
 def version_facts(facts: HostFacts) -> VersionFacts | None:
     if facts.sglang_version.value is None:
@@ -307,7 +310,7 @@ def behaviour(facts: HostFacts) -> Behaviour | None:
             nf.drafter_honours_layer_types,
             f"version table: SGLang {nf.label} as the running server reports it "
             f"(/server_info; SGLang {installed} is installed but not running; layer_types "
-            f"honoured from {format_version(LAYER_TYPES_SINCE)})",
+            f"honoured from {LAYER_TYPES_UPGRADE})",
         )
     code = facts.sglang_code.value
     if code is not None:
@@ -315,7 +318,7 @@ def behaviour(facts: HostFacts) -> Behaviour | None:
         return Behaviour(
             code.honours_layer_types, f"the host's SGLang source {where} ({code.evidence})"
         )
-    since = format_version(LAYER_TYPES_SINCE)
+    since = LAYER_TYPES_UPGRADE
     launch = facts.launch.value
     native = parse_version(launch.parser_version) if launch and launch.parser_version else None
     if native is not None:

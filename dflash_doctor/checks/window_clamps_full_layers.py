@@ -1,10 +1,7 @@
 """DFD130: the draft window clamps full_attention draft layers.
 
-The span verdicts come from one model, `dflash_doctor.spans`: per layer, what the drafter
-was trained to attend over (its `sliding_window`, or the whole context) against what the
-host's SGLang serves (from its own `srt/models/dflash.py` where readable, else the version
-table), under the draft window flag, page size and context length. See `spans.py` for the
-SGLang file:line behind each rule.
+Served and trained spans per layer come from `dflash_doctor.spans`, which cites SGLang's
+file:line for each rule.
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Finding, Fix, Severity, check
 from dflash_doctor.checks.startup_refusals import require_starts
 from dflash_doctor.checks.views import (
+    LAYER_TYPES_UPGRADE,
     behaviour_evidence,
     drafter,
     layer_list,
@@ -22,13 +20,6 @@ from dflash_doctor.checks.views import (
     window_state,
 )
 from dflash_doctor.facts.models import HostFacts
-from dflash_doctor.sglang_versions import (
-    LAYER_TYPES_SINCE,
-    format_version,
-)
-
-UPGRADE = format_version(LAYER_TYPES_SINCE)
-FP8_KV = ("fp8_e4m3", "fp8_e5m2")
 
 
 @check(
@@ -79,13 +70,15 @@ def window_clamps_full_layers(facts: HostFacts) -> list[Finding]:
     state = window_state(facts)
     lesser_evil = not b.honours_layer_types and bool(cfg.sliding_layers)
     fixes = (
-        [Fix(action="upgrade_sglang", value=UPGRADE)] if lesser_evil else [remove_window_fix(facts)]
+        [Fix(action="upgrade_sglang", value=LAYER_TYPES_UPGRADE)]
+        if lesser_evil
+        else [remove_window_fix(facts)]
     )
     if lesser_evil:
         tail = (
             f" On this SGLang ({b.source}) the flag stays as the lesser evil: without it the "
             f"sliding layers {layer_list(model.with_verdict('as_trained'))} would see the "
-            f"whole context. Upgrade to {UPGRADE}+, then remove the flag."
+            f"whole context. Upgrade to {LAYER_TYPES_UPGRADE}+, then remove the flag."
         )
     else:
         tail = " Remove the flag: every layer is then served as trained."

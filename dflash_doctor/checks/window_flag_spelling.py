@@ -1,10 +1,7 @@
 """DFD104: the draft window flag in a spelling the host's SGLang does not accept.
 
-The span verdicts come from one model, `dflash_doctor.spans`: per layer, what the drafter
-was trained to attend over (its `sliding_window`, or the whole context) against what the
-host's SGLang serves (from its own `srt/models/dflash.py` where readable, else the version
-table), under the draft window flag, page size and context length. See `spans.py` for the
-SGLang file:line behind each rule.
+Served and trained spans per layer come from `dflash_doctor.spans`, which cites SGLang's
+file:line for each rule.
 """
 
 from __future__ import annotations
@@ -19,13 +16,8 @@ from dflash_doctor.checks.views import (
 )
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.sglang_versions import (
-    LAYER_TYPES_SINCE,
     VersionFacts,
-    format_version,
 )
-
-UPGRADE = format_version(LAYER_TYPES_SINCE)
-FP8_KV = ("fp8_e4m3", "fp8_e5m2")
 
 
 @check(
