@@ -32,6 +32,9 @@ MAX_DEPTH = 4
 LOST = "\x00"  # marks a lost expansion inside a word until the end (NUL never reaches here)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
+_NAME_RUN = re.compile(r"[A-Za-z0-9_]*")
+_PLAIN = re.compile(r"[^ \t\r\n;&|\\'\"$`<>()]*")  # unquoted characters that mean nothing
+_DQ_PLAIN = re.compile(r'[^"\\$`]*')  # a run of characters that mean nothing in double quotes
 _PARAM = re.compile(
     r"^(?P<len>#)?(?P<name>[A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!-])"
     r"(?:\[(?P<index>[^\]]*)\])?(?:(?P<op>:-|-|:=|=|:\+|\+|:\?|\?)(?P<word>.*))?$",
@@ -157,7 +160,15 @@ class _Words:
         self.at = 0  # where the piece being scanned starts: a word opened there starts there
         self.cur_start = 0
         self.arrays: list[tuple[str, bool, list[str]]] = []
-        self.cur: str | None = None  # the word being built
+        # The word being built, as pieces joined when read: `+=` on an attribute copies the
+        # whole string each time, which made a 500 KB quoted word cost a minute of CPU.
+        self._parts: list[str] | None = None
+        self._size = 0
+        # Whether the open word is `NAME=`/`NAME+=` (bash splits no value there), decided on
+        # the characters as they arrive; None while the word is still all name characters.
+        self._assign: bool | None = None
+        self._names = 0
+        self._plus = False
         self.cur_line = first
         self.first = first  # where the command starts when it has no word yet
 
@@ -172,22 +183,74 @@ class _Words:
 
     def end_word(self) -> None:
         """Close the word being built, bounded in length and number."""
-        if self.cur is not None:
-            if len(self.cur) > MAX_WORD or len(self.words) >= MAX_WORDS:
+        word = self.cur
+        if word is not None:
+            if len(self.words) >= MAX_WORDS:
                 raise FactError("launch command too large")
-            self.words.append(self.cur)
+            self.words.append(word)
             self.lines.append(self.cur_line)
             end = self.scanner.i if self.scanner is not None else self.cur_start
             self.spans.append((self.cur_start, end))
-            self.cur = None
+            self.drop_word()
+
+    @property
+    def cur(self) -> str | None:
+        """The word being built (None when none is open)."""
+        parts = self._parts
+        if parts is None:
+            return None
+        if len(parts) != 1:
+            parts[:] = ["".join(parts)]
+        return parts[0]
+
+    def drop_word(self) -> None:
+        """Forget the word being built (a redirection's digit, an array assignment's name)."""
+        self._parts = None
+
+    def is_open(self) -> bool:
+        """Whether a word is being built."""
+        return self._parts is not None
+
+    def is_assignment(self) -> bool:
+        """Whether the open word is `NAME=...` or `NAME+=...` so far."""
+        return self._parts is not None and self._assign is True
 
     def add(self, text: str, line: int) -> None:
         """Append text to the word being built, starting one on `line` if none is open."""
-        if self.cur is None:
+        if self._parts is None:
             self.cur_line = line
             self.cur_start = self.at
-            self.cur = ""
-        self.cur += text
+            self._parts, self._size = [], 0
+            self._assign, self._names, self._plus = None, 0, False
+        self._size += len(text)
+        if self._size > MAX_WORD:
+            raise FactError("launch command too large")
+        if self._assign is None and text:
+            self._decide_assignment(text)
+        self._parts.append(text)
+
+    def _decide_assignment(self, text: str) -> None:
+        """Advance the `NAME=` decision over `text`, in time linear in `text`."""
+        if self._plus:
+            self._assign = text[0] == "="
+            return
+        run = _NAME_RUN.match(text)
+        k = run.end() if run else 0
+        if self._names == 0 and k and text[0].isdigit():
+            self._assign = False
+            return
+        self._names += k
+        if k == len(text):
+            return
+        c = text[k]
+        if self._names == 0:
+            self._assign = False
+        elif c == "=":
+            self._assign = True
+        elif c == "+" and k + 1 == len(text):
+            self._plus = True
+        else:
+            self._assign = c == "+" and text[k + 1] == "="
 
     def add_fields(self, value: str | list[str], quoted: bool, line: int) -> None:
         """An expansion's value: an array's items are words; unquoted text is split."""
@@ -199,7 +262,7 @@ class _Words:
                 self.end_word()
                 self.add(item, line)
             return
-        if quoted or LOST in value or (self.cur is not None and _ASSIGN.match(self.cur)):
+        if quoted or LOST in value or self.is_assignment():
             self.add(value, line)  # quoted, or an assignment's value: no word splitting in bash
             return
         parts = value.split()
@@ -378,7 +441,7 @@ class _Scanner:
         elif c in " \t\r":
             w.end_word()
             self.i += 1
-        elif c == "#" and w.cur is None:
+        elif c == "#" and not w.is_open():
             nl = t.find("\n", self.i)
             self.i = self.n if nl < 0 else nl
         elif c == "'":
@@ -396,9 +459,10 @@ class _Scanner:
         elif c in "()":
             w.end_word()
             self.i += 1
-        else:
-            w.add(c, self.line)
-            self.i += 1
+        else:  # a plain character and the plain run after it (inside a word `#` is plain)
+            end = _PLAIN.match(t, self.i + 1).end()  # type: ignore[union-attr]
+            w.add(t[self.i : end], self.line)
+            self.i = end
         return None
 
     def _end_line(self, w: _Words) -> Command | None:
@@ -467,10 +531,11 @@ class _Scanner:
             elif d == "`":
                 self._backtick(w)
             else:
-                if d == "\n":
-                    self.line += 1
-                w.add(d, self.line)
-                self.i += 1
+                # a lone backslash is itself; the run after it means nothing either
+                end = _DQ_PLAIN.match(t, self.i + 1).end()  # type: ignore[union-attr]
+                w.add(t[self.i : end], self.line)
+                self.line += t.count("\n", self.i, end)
+                self.i = end
 
     def _dollar_word(self, w: _Words) -> None:
         """An unquoted `$`: `$'...'` (ANSI-C quoting) or an expansion, split into fields."""
@@ -497,7 +562,7 @@ class _Scanner:
         """A redirection and its target are not words of the command."""
         t = self.t
         if w.cur is not None and w.cur.isdigit():
-            w.cur = None  # `2>&1`: the digit is the redirection's, not a word
+            w.drop_word()  # `2>&1`: the digit is the redirection's, not a word
         w.end_word()
         while self.i < self.n and t[self.i] in "<>&":
             self.i += 1
@@ -508,13 +573,14 @@ class _Scanner:
 
     def _array_assignment(self, w: _Words) -> bool:
         """At `(` right after `NAME=` or `NAME+=`: read the array; False when it is not one."""
-        if w.cur is None or not w.cur.endswith("="):
+        word = w.cur if w.is_assignment() else None
+        if word is None or not word.endswith("="):
             return False
-        m = _ASSIGN.match(w.cur)
+        m = _ASSIGN.match(word)
         if not m or m.group(3) != "":
             return False
         w.arrays.append((m.group(1), m.group(2) == "+", self._array()))
-        w.cur = None
+        w.drop_word()
         return True
 
     def _array(self) -> list[str]:
