@@ -69,6 +69,48 @@ def load_module(name: str, source: str) -> Any:
     return module
 
 
+def redactor(rule: dict[str, Any]) -> Any:
+    """redact.redact_argv, from its rule as data (prefetch_plan.argv_redaction): the launch
+    words as the doctor holds them, secret values replaced by the mark."""
+
+    def compiled(p: list[Any]) -> Any:
+        return re.compile(p[0], re.IGNORECASE if p[1] else 0)
+
+    hidden = rule["hidden"]
+    assign, flag = compiled(rule["assign"]), compiled(rule["flag"])
+    reference, secret = compiled(rule["reference"]), compiled(rule["secret_name"])
+    # The replacement as a template (`\g<1>` keeps group 1): no closure over loop names.
+    mark = hidden.replace("\\", "\\\\")
+    shapes = [(compiled(s), ("\\g<1>" if s[2] else "") + mark + s[3]) for s in rule["shapes"]]
+    not_secret, max_name = set(rule["not_secret"]), int(rule["max_name"])
+
+    def is_secret(name: str) -> bool:
+        name = name.strip("-'\" \t=:").lower()
+        return name not in not_secret and bool(secret.search(name[:max_name]))
+
+    def shaped(text: str) -> str:
+        for pattern, replacement in shapes:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def redact(argv: list[str]) -> list[str]:
+        out, hide_next = [], False
+        for arg in argv:
+            if hide_next:
+                out.append(arg if reference.fullmatch(arg) else hidden)
+                hide_next = False
+                continue
+            m = assign.fullmatch(arg)
+            if m and is_secret(m.group(1)) and not reference.fullmatch(m.group(2)):
+                out.append(m.group(1) + hidden)
+                continue
+            hide_next = bool(flag.fullmatch(arg)) and is_secret(arg)
+            out.append(shaped(arg))
+        return out
+
+    return redact
+
+
 def _pack(data: bytes) -> str:
     return binascii.b2a_base64(zlib.compress(data, 6), newline=False).decode("ascii")
 
@@ -632,7 +674,9 @@ class Bundle:
             passed = {k: env[k] for k in native["env_keys"] if k in env}
             prefix = self.prefix(python, pid, passed)
             if prefix is not None:
-                server_argv = argv[start:]
+                # As gathering asks it: of the launch words with secret values hidden.
+                rule = native.get("redact")
+                server_argv = (redactor(rule)(argv) if rule else argv)[start:]
                 self.background([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
         query = cfg.get("version_query")
         python = cfg.get("python") or next((a for a in argv[: start - 1] if PYTHON.search(a)), None)

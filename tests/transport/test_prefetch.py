@@ -234,6 +234,9 @@ def live_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(models / "target")]
     argv += ["--speculative-algorithm", "DFLASH"]
     argv += ["--speculative-draft-model-path", str(models / "drafter"), "--port", str(free_port())]
+    # A secret in the launch: gathering asks SGLang's parse with it hidden, and so must the
+    # bundle, or its answer is not the one asked for (one more round trip).
+    argv += ["--admin-api-key", "sk-admin-liveSECRETneverREAL00"]
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(REPO / "fixtures/fake_sglang"),
@@ -457,3 +460,27 @@ def test_the_bundle_command_is_packed_and_runs_here(tmp_path: Path) -> None:
     got = subprocess.run(argv, capture_output=True, check=True, timeout=60)
     answer = json.loads(got.stdout)
     assert answer["version"] == prefetch.BUNDLE_VERSION and "/nope.log" in answer["files"]
+
+
+REDACTION_CASES = [
+    ["python", "-m", "sglang.launch_server", "--api-key", "sk-abc", "--admin-api-key=xyz"],
+    ["--hf-token", "$HF", "--api-key", "${K}", "--api-key", "${K:-sk-default}", "--model", "m"],
+    ["--url", "http://u:pw@h/x?token=abc&x=1", "hf_abcdefghijklmnopqrstuvwxyz0", "--tokenizer"],
+    ["--mask-token", "x", "--enable-forward-pass-metrics", "--db-pass", "-x9", "--session", "s"],
+    ["--API_KEY", "v", "-p=secret", "--password", "", "sk-" + "a" * 300, "--auth", "b", "--"],
+    ["--api-key"],
+]
+
+
+@pytest.mark.parametrize("argv", REDACTION_CASES)
+def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> None:
+    """The bundle asks SGLang to parse the launch words the doctor holds (redact_argv's),
+    from the rule as data: the same words, so the answer is the one gathering asks for."""
+    import json
+
+    from dflash_doctor.prefetch_plan import argv_redaction
+    from dflash_doctor.redact import redact_argv
+    from dflash_doctor.transport.bundle_script import redactor
+
+    redact = redactor(json.loads(json.dumps(argv_redaction())))
+    assert redact(argv) == redact_argv(argv)
