@@ -7,11 +7,13 @@ through `paramiko.SFTPClient._request` / `_async_request`. The counters call the
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -484,3 +486,36 @@ def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> 
 
     redact = redactor(json.loads(json.dumps(argv_redaction())))
     assert redact(argv) == redact_argv(argv)
+
+
+def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: Path) -> None:
+    """Started without the `timeout` wrapper, a command past its deadline is ended with every
+    process it started (its session), and gives no answer: the transport then asks."""
+    from dflash_doctor.transport.bundle_script import Bundle
+
+    pid_file = tmp_path / "child"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    got = Bundle._spawn(["sh", "-c", script], 1.0)
+    assert got is None
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # reaped by init once killed
+    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes()
+
+
+def test_a_command_that_cannot_start_is_worded_by_the_shell() -> None:
+    """A missing command goes through the login shell and the bounded wrapper, as the SSH
+    transport's own call would: the same status and the same words."""
+    from dflash_doctor.transport.base import bounded_on_host
+    from dflash_doctor.transport.bundle_script import Bundle
+
+    cfg = {"limits": dict(prefetch.LIMITS), "bounded_script": bounded_on_host(["x"], 1)[2]}
+    bundle = Bundle(cfg)
+    got = bundle.run(["dflash-no-such-command", "-x"], 10)
+    assert got is not None and got[0] == 127
+    own = LocalTransport("h").run(bounded_on_host(["dflash-no-such-command", "-x"], 10))
+    assert got[0] == own.returncode
+    (recorded,) = bundle.runs
+    assert zlib.decompress(base64.b64decode(recorded["err"])) == own.stderr != b""
+    assert bundle.run(["id", "-u"], 10) == (0, f"{os.getuid()}\n".encode())
