@@ -703,6 +703,7 @@ class Bundle:
         host_exec's rules allow it) and the live server's HTTP answers: as gather asks them."""
         cfg = self.cfg
         native = cfg.get("native")
+        parsed_by = None
         if native:
             head = argv[: max(start - 1, 0)]
             python = next((a for a in head if PYTHON.search(a)), None) or cfg.get("python")
@@ -713,9 +714,13 @@ class Bundle:
                 rule = native.get("redact")
                 server_argv = (redactor(rule)(argv) if rule else argv)[start:]
                 self.background([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
+                parsed_by = python
         query = cfg.get("version_query")
         python = cfg.get("python") or next((a for a in argv[: start - 1] if PYTHON.search(a)), None)
-        if query and python and len(self.dist_versions.get(python, ())) != 1:
+        # The parse's answer carries the installed version of that interpreter: gathering
+        # asks the query only of another one (gather._asker), so the bundle does too.
+        asked = python != parsed_by
+        if query and python and asked and len(self.dist_versions.get(python, ())) != 1:
             # gather._version_by_running: no single sglang dist-info beside the Python.
             passed = {k: env[k] for k in native["env_keys"] if k in env} if native else {}
             prefix = self.prefix(python, pid, passed)

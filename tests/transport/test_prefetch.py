@@ -392,8 +392,9 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     questions = [r["argv"] for r in answer["runs"]]
     assert host_exec_rules.resolve_argv(str(python)) in questions  # it was vetted
     if owner == 0:  # root's own file in root's directories: trusted, run as its owner
-        # SGLang's own parse, and the version query (no sglang dist-info beside it)
-        assert len(ran) == 2 and all(
+        # SGLang's own parse only: its answer carries the installed version, which the
+        # version query would start the same interpreter again to ask (issue 28)
+        assert len(ran) == 1 and all(
             r[:7]
             == [
                 *["sh", "-c", host_exec_rules.NEUTRAL_SCRIPT, "sh"],
@@ -401,7 +402,7 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
             ]
             for r in ran
         )
-        assert marker.read_text() == "ran\n" * 2
+        assert marker.read_text() == "ran\n"
     else:
         assert ran == [] and not marker.exists()
 
@@ -519,3 +520,44 @@ def test_a_command_that_cannot_start_is_worded_by_the_shell() -> None:
     (recorded,) = bundle.runs
     assert zlib.decompress(base64.b64decode(recorded["err"])) == own.stderr != b""
     assert bundle.run(["id", "-u"], 10) == (0, f"{os.getuid()}\n".encode())
+
+
+class _Commands(LocalTransport):
+    """This machine, keeping the argv of every command run on it."""
+
+    def __init__(self) -> None:
+        super().__init__("live")
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], **kw: Any) -> Any:
+        self.calls.append(argv)
+        return super().run(argv, **kw)
+
+
+def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[no-untyped-def]
+    live_server, sshd, ssh_options, trips
+) -> None:
+    """SGLang's parse reports the installed version too (the version query's answer), so the
+    server's interpreter is not started a second time to ask it: neither by gathering here
+    nor in the bundle, where the version is then still one remote command (issue 28)."""
+    from dflash_doctor.finders.version import VERSION_QUERY
+    from dflash_doctor.shipped import script_source
+
+    proc, _ = live_server
+    spec = HostSpec.of(name="live", pid=proc.pid)  # no declared version: it must be found
+    here = _Commands()
+    local = gather(spec, here)
+    parse = script_source("facts/sglang_args.py")
+    assert len([c for c in here.calls if parse in c]) == 1
+    assert not [c for c in here.calls if VERSION_QUERY in c]
+    assert local.sglang_version.value is not None, local.sglang_version.error
+    trips.clear()
+    transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
+    try:
+        bundled = prefetching(spec, transport)
+        remote = gather(spec, bundled)
+        counted = dict(trips)
+    finally:
+        transport.close()
+    assert counted == {"exec": 1} and _misses(bundled) == [], (counted, _misses(bundled))
+    assert remote.sglang_version == local.sglang_version
