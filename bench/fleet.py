@@ -1,6 +1,7 @@
 """Fleet cost at a 20 ms round trip: per host serially, against Ansible, and 200 hosts at once.
 
     python -m bench.fleet [--hosts 10] [--fleet 200] [--jobs 64] [--delay-ms 10]
+                          [--no-peer | --one-task-peer]
 
 The hosts are aliases of one real OpenSSH server on 127.0.0.1, each serving the recorded
 seed host, reached through a relay that holds each byte `--delay-ms` each way (a 20 ms
@@ -12,10 +13,15 @@ the CPU measured here is the tool's own. Printed, each with the load average:
    run: one task per read the gatherer makes (slurp a file, find a directory, stat a link),
    read from a trace of the gatherer itself. Targets: at most 0.3 s per host, at most 0.3x
    Ansible.
+   Issue 28's peer too: ONE Ansible shell task doing the same reads (`cat`, `ls`, `stat`,
+   each command as it is); `--one-task-peer` runs only that one (the task-per-read play
+   takes minutes).
 2. A live host the same way: the stand-in SGLang server (fixtures/fake_sglang) running
    here, checked over SSH serially, so its check also asks SGLang's own parser (the
    server's Python, vetted by host_exec's rules) and the server's HTTP API: remote commands
-   and SFTP requests per host, seconds per host.
+   and SFTP requests per host, seconds per host, and the ratio to one Ansible shell task
+   doing the same reads and commands (the native parse and the HTTP client included).
+   Target: at most 0.3x.
 3. `--jobs 64` over 200 host aliases: wall time and CPU per host, from which a 1,000-host
    fleet's cost is read off.
 """
