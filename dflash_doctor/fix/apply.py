@@ -25,6 +25,7 @@ from dflash_doctor.fix.run_as import RunAs, relaunch_as
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.launch_edits import describe_relaunch as describe_relaunch
 from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import FileId, Transport
@@ -693,19 +694,6 @@ def _roll_back(
         f"start it with {source}"
     )
     return Outcome(status, msg, bak, tail, a.steps)
-
-
-def describe_relaunch(
-    spec: HostSpec, launch: LaunchArgs | None, source: str | None, refused: str | None
-) -> str:
-    """What `fix --apply` does after the write; `refused`: the transport's relaunch_refused."""
-    if refused is not None:
-        return "nothing is relaunched (offline or recorded host): only the file is written"
-    if spec.fix.relaunch:
-        return f"run the configured relaunch command: {spec.fix.relaunch}"
-    if launch is None or source is None:
-        return "no launch file: restart the server with the new command yourself"
-    return source_for(launch.kind).describe(source, spec.hints.compose_service)
 
 
 def rollback(
