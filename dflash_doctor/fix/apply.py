@@ -822,8 +822,7 @@ def _roll_back(
     back: str | None = None
     try:
         if site.relaunch_old(launch, log):
-            with site.served() as served:
-                back = a.back_up_and_ours(launch, served)
+            back = _came_back(site, launch)
         else:
             a.steps.append("the running server was never stopped: nothing to relaunch")
     except DoctorError as e:
@@ -840,6 +839,15 @@ def _roll_back(
         + site.start_hint()
     )
     return Outcome(status, msg, bak, tail, a.steps)
+
+
+def _came_back(site: Site, launch: LaunchArgs) -> str | None:
+    """None when the server the doctor started answers health where it runs; else why not."""
+    try:
+        with site.served() as served:
+            return site.a.back_up_and_ours(launch, served)
+    except DoctorError as e:
+        return str(e)
 
 
 def rollback(
@@ -892,14 +900,12 @@ def _rollback_locked(
 ) -> Outcome:
     """The rollback under the lock: the copy to restore (or an interrupted apply's server to
     start), checked before any change, then restored and relaunched."""
-    a, real = site.a, site.source
-    spec, t = a.spec, a.t
+    a, real, spec, live = site.a, site.source, site.a.spec, site.live
     current, cur_id = a.current(real)
     chain = j.copies()
     pending = j.unfinished()
     pick = next(((e, data) for e, data in chain if data != current), None)
     pid = spec.hints.pid or facts.server_pid()
-    live = t.relaunch_refused is None
     up = pid is not None and a._alive(pid)
     if pick is None and not (live and pending is not None and not up):
         if pending is not None:
@@ -938,11 +944,7 @@ def _rollback_locked(
             )  # fmt: skip
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
         site.relaunch(launch, pid if up else None, log)
-    try:
-        with site.served() as served:
-            why_not = a.back_up_and_ours(launch, served)
-    except DoctorError as e:
-        why_not = str(e)
+    why_not = _came_back(site, launch)
     _finish(j, pending, pick)
     if why_not is not None:
         return Outcome(

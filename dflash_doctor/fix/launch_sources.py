@@ -4,8 +4,10 @@ systemd drop-in was restarted by its unit's name but described by the drop-in's 
 
 Kinds: `script` (a shell launch script), `systemd` (a unit or a drop-in), `compose` (a compose
 file's service), `argv` (the inventory's or host.yaml's own `launch:` entry) and `process`
-(a bare process: only its command line, no file to edit). Container kinds are added by
-`register(kind, factory)`.
+(a bare process: only its command line, no file to edit). Which kinds are files and how
+each is described live in launch_edits.py (the check path reads them without importing
+fix/). A container's launch (fix/containers.py) is a source too: a compose-managed one is
+ComposeService with its project's own `up`; `register(kind, factory)` adds a kind.
 
 Relaunch is data: the argv lists to run after the write (each through `sudo -n` when the host
 says so), or None for "stop the running server and start the script detached", which
