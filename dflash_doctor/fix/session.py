@@ -109,10 +109,18 @@ def _container(
         return _outcome(spec.name, c.roll_back())
     if c.plan is None or c.view is None or c.apply is None:
         return _container_plan(spec, c)
-    if shown is not None and c.view != shown:
-        message = "nothing changed: the plan is no longer the one shown; run fix again"
-        return FixReport(host=spec.name, outcome="failed", plan=c.view, message=message)
+    if (stale := _not_shown(spec, c.view, shown)) is not None:
+        return stale
     return _outcome(spec.name, c.apply(c.plan, stamp), c.view)
+
+
+def _not_shown(spec: HostSpec, view: PlanView, shown: PlanView | None) -> FixReport | None:
+    """`shown`: the plan the user said yes to at the terminal; one that differs by now is
+    not applied (the report says so), None when it is the same."""
+    if shown is None or view == shown:
+        return None
+    message = "nothing changed: the plan is no longer the one shown; run fix again"
+    return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
 
 
 def _read_host(
@@ -251,9 +259,8 @@ def _apply(
     """The plan applied through `writer` (benchmarked before and after on the host when asked
     and the host is live), reported with the view shown. `shown`: the plan the user said
     yes to at the terminal; a plan that differs by now is not applied."""
-    if shown is not None and view != shown:
-        message = "nothing changed: the plan is no longer the one shown; run fix again"
-        return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
+    if (stale := _not_shown(spec, view, shown)) is not None:
+        return stale
     step = None
     if bench is not None and plan.changes and transport.live_refused is None:
         from dflash_doctor.fix.bench_step import BenchStep
