@@ -1,6 +1,7 @@
 """Fleet cost at a 20 ms round trip: per host serially, against Ansible, and 200 hosts at once.
 
     python -m bench.fleet [--hosts 10] [--fleet 200] [--jobs 64] [--delay-ms 10]
+                          [--no-peer | --one-task-peer]
 
 The hosts are aliases of one real OpenSSH server on 127.0.0.1, each serving the recorded
 seed host, reached through a relay that holds each byte `--delay-ms` each way (a 20 ms
@@ -12,10 +13,15 @@ the CPU measured here is the tool's own. Printed, each with the load average:
    run: one task per read the gatherer makes (slurp a file, find a directory, stat a link),
    read from a trace of the gatherer itself. Targets: at most 0.3 s per host, at most 0.3x
    Ansible.
+   Issue 28's peer too: ONE Ansible shell task doing the same reads (`cat`, `ls`, `stat`,
+   each command as it is); `--one-task-peer` runs only that one (the task-per-read play
+   takes minutes).
 2. A live host the same way: the stand-in SGLang server (fixtures/fake_sglang) running
    here, checked over SSH serially, so its check also asks SGLang's own parser (the
    server's Python, vetted by host_exec's rules) and the server's HTTP API: remote commands
-   and SFTP requests per host, seconds per host.
+   and SFTP requests per host, seconds per host, and the ratio to one Ansible shell task
+   doing the same reads and commands (the native parse and the HTTP client included).
+   Target: at most 0.3x.
 3. `--jobs 64` over 200 host aliases: wall time and CPU per host, from which a 1,000-host
    fleet's cost is read off.
 """
@@ -34,7 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -145,8 +151,9 @@ class Tracing(LocalTransport):
 def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:
     """One Ansible task per distinct read that gathering this host makes."""
     tracer = Tracing()
-    # The recorded tree's own transport maps each host path under the tree, as over SSH.
-    gather(spec, RecordedTransport(tracer, spec.root))
+    # The recorded tree's own transport maps each host path under the tree, as over SSH;
+    # a live host (the stand-in here) is read where it is.
+    gather(spec, RecordedTransport(tracer, spec.root) if spec.recorded else tracer)
     tasks: list[dict[str, Any]] = []
     for op, arg in dict.fromkeys(tracer.ops):
         if op == "slurp":
@@ -160,6 +167,25 @@ def ansible_tasks(spec: HostSpec) -> list[dict[str, Any]]:
     for task in tasks:
         task["ignore_errors"] = True
     return tasks
+
+
+def one_task(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same reads as ONE Ansible shell task (issue 28's peer): `cat` for a file, `ls`
+    for a directory, `stat` for a link, each command as it is, every one quoted."""
+    import shlex
+
+    lines = []
+    for task in tasks:
+        if "ansible.builtin.slurp" in task:
+            lines.append(f"cat -- {shlex.quote(task['ansible.builtin.slurp']['src'])}")
+        elif "ansible.builtin.stat" in task:
+            lines.append(f"stat -- {shlex.quote(task['ansible.builtin.stat']['path'])}")
+        elif "ansible.builtin.find" in task:
+            lines.append(f"ls -a -- {shlex.quote(task['ansible.builtin.find']['paths'])}")
+        else:
+            lines.append(shlex.join(task["ansible.builtin.command"]["argv"]))
+    script = "\n".join(f"{line} </dev/null 2>&1" for line in lines) + "\ntrue\n"
+    return [{"ansible.builtin.shell": {"cmd": script}}]
 
 
 def run_ansible(
@@ -208,6 +234,9 @@ def run_ansible(
     return elapsed
 
 
+AnsibleRun = Callable[[Path, list[str], list[dict[str, Any]]], float | None]
+
+
 def execs_per_host(specs: list[HostSpec], opts: SSHOptions) -> Counter[str]:
     """Remote commands and SFTP requests one check of each host makes (on the real client)."""
     import paramiko
@@ -216,9 +245,9 @@ def execs_per_host(specs: list[HostSpec], opts: SSHOptions) -> Counter[str]:
     open_channel = SSHTransport._open_channel
     request = paramiko.SFTPClient._request
 
-    def counted_open(self: SSHTransport, argv: list[str], timeout: float) -> Any:
-        seen["remote commands"] += 1
-        return open_channel(self, argv, timeout)
+    def counted_open(self: SSHTransport, argv: list[str], timeout: float, *rest: Any) -> Any:
+        seen["remote commands"] += 1  # `rest`: the stdin of a file write
+        return open_channel(self, argv, timeout, *rest)
 
     def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
         seen["SFTP requests"] += 1
@@ -244,7 +273,9 @@ def timed(specs: list[HostSpec], opts: SSHOptions, jobs: int) -> float:
     return elapsed
 
 
-def live_host(work: Path, opts: SSHOptions, hosts: int, rtt: float) -> None:
+def live_host(
+    work: Path, opts: SSHOptions, hosts: int, rtt: float, peer: AnsibleRun | None
+) -> None:
     """The stand-in server checked over SSH as a live host, serially: its check also runs
     SGLang's own parse and asks the server over HTTP (both inside the one bundle)."""
     stand_in = StandIn(work)
@@ -263,6 +294,15 @@ def live_host(work: Path, opts: SSHOptions, hosts: int, rtt: float) -> None:
             f"{sum(on_host) / len(on_host):.3f} s the bundle on the host (the server's Python "
             f"importing its sglang), {load()}"
         )
+        if peer is not None:
+            tasks = ansible_tasks(HostSpec.of(name="trace", pid=stand_in.proc.pid))
+            took = peer(work, [f"wan-{i}" for i in range(hosts)], one_task(tasks))
+            if took is not None:
+                print(
+                    f"  Ansible, one shell task doing its {len(tasks)} reads, pipelining, "
+                    f"forks 1: {took / hosts:.3f} s per host; ratio {per / (took / hosts):.2f}x "
+                    f"(target <= 0.3), {load()}"
+                )
     finally:
         stand_in.close()
 
@@ -301,6 +341,11 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=10.0, help="each way")
     ap.add_argument("--login-rc", action="store_true", help="let bash read root's ~/.bashrc")
     ap.add_argument("--no-peer", action="store_true", help="skip Ansible and per-file SFTP")
+    ap.add_argument(
+        "--one-task-peer",
+        action="store_true",
+        help="Ansible as one shell task only (not also one task per read, minutes per run)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dflash-fleet-"))
     # Root's ~/.bashrc on this machine runs `pyenv init` (about 0.4 s) for every remote
@@ -364,7 +409,11 @@ def main() -> None:
             f"so {near - (slow - near) / 0.1 * rtt / 1000:.3f} s of it is CPU and processes "
             f"at this load, {load()}"
         )
-        live_host(work, opts, args.hosts, rtt)
+
+        def ansible(at: Path, names: list[str], tasks: list[dict[str, Any]]) -> float | None:
+            return run_ansible(at, names, tasks, server, known)
+
+        live_host(work, opts, args.hosts, rtt, None if args.no_peer else ansible)
         if args.no_peer:
             serial_specs = []
         # The gatherer's own reads without the bundle (per-file SFTP, as before issue 15).
@@ -384,19 +433,26 @@ def main() -> None:
             gather_module.prefetching = bundled
         tasks = ansible_tasks(base)
         peer = None
-        if not args.no_peer:
+        if not args.no_peer and not args.one_task_peer:
             peer = run_ansible(work, [s.name for s in serial_specs], tasks, server, known)
         if args.no_peer:
             print("--no-peer: Ansible not run")
-        elif peer is None:
+        elif shutil.which("ansible-playbook") is None:
             print("ansible-playbook not installed (pip install .[bench]): no Ansible peer")
-        else:
+        if peer is not None:
             per = peer / args.hosts
             print(
                 f"Ansible, pipelining, {len(tasks)} tasks (the same reads), forks 1: "
                 f"{per:.3f} s per host; ratio {serial / per:.2f}x Ansible (target <= 0.3), "
                 f"{load()}"
             )
+        if not args.no_peer:
+            one = run_ansible(work, [s.name for s in serial_specs], one_task(tasks), server, known)
+            if one is not None:
+                print(
+                    f"  Ansible, one shell task doing the same reads: {one / args.hosts:.3f} s "
+                    f"per host; ratio {serial / (one / args.hosts):.2f}x, {load()}"
+                )
         fleet = specs(args.fleet)
         if not fleet:
             return

@@ -16,7 +16,12 @@ from dflash_doctor.facts.models import Fact, HostFacts, LaunchArgs, ServerProces
 from dflash_doctor.finders.base import attempt, host_file_reader
 from dflash_doctor.finders.drafter_files import find_drafter_files
 from dflash_doctor.finders.gpus import find_gpus
-from dflash_doctor.finders.launch import ask_sglang, launch_given, launch_of_file, launch_of_process
+from dflash_doctor.finders.launch import (
+    launch_given,
+    launch_of_file,
+    launch_of_process,
+    native_parse,
+)
 from dflash_doctor.finders.log import (
     REMOTE_FILTER_MIN_BYTES as REMOTE_FILTER_MIN_BYTES,
 )
@@ -38,6 +43,7 @@ from dflash_doctor.finders.version import (
     declared,
     find_version,
     installed_site,
+    installed_version,
     run_version_query,
 )
 from dflash_doctor.host_exec import HostExec
@@ -90,11 +96,22 @@ def _from_process(t: Transport, host: str, pid: int, env: dict[str, str]) -> Fou
     return Found(launch, pid, env, server, environ)
 
 
-def _asker(t: Transport, run_as: HostExec, found: Found) -> Asker:
-    """How the host's Python is asked its sglang version; None where nothing live runs."""
+def _asker(
+    t: Transport, run_as: HostExec, found: Found, answered: Mapping[str, str] | None = None
+) -> Asker:
+    """How the host's Python is asked its sglang version; None where nothing live runs.
+    `answered`: what an interpreter already said with SGLang's parse (its installed
+    version, "" for none), so that it is not started again to say it (issue 28)."""
     if t.live_refused is not None:
         return None
-    return lambda python: run_version_query(t, run_as.prefix(python, pid=found.pid, env=found.env))
+    said = dict(answered or {})
+
+    def ask(python: str) -> str:
+        if python in said:
+            return installed_version(said[python])
+        return run_version_query(t, run_as.prefix(python, pid=found.pid, env=found.env))
+
+    return ask
 
 
 def _launch_and_version(
@@ -102,17 +119,21 @@ def _launch_and_version(
 ) -> tuple[Fact[LaunchArgs], Fact[str]]:
     """The launch (SGLang's own parse where it may run, else its release's replay) and the
     version of SGLang it runs under."""
-    launch, native_version = found.launch, None
+    launch, native_version, answered = found.launch, None, {}
     if launch.value is not None and t.live_refused is None:
         python = launch.value.python or spec.hints.python
-        parsed, native_version = ask_sglang(t, run_as, launch.value, python, found.pid, found.env)
+        parsed, native_version, installed = native_parse(
+            t, run_as, launch.value, python, found.pid, found.env
+        )
         launch = Fact[LaunchArgs].of(parsed, launch.source)
+        if python and installed is not None:
+            answered[python] = installed
     args = launch.value
     if spec.hints.sglang_version:
         version = declared(spec.name, spec.hints.sglang_version)
     else:
         python = spec.hints.python or (args.python if args else None)
-        version = find_version(t, spec.name, python, _asker(t, run_as, found))
+        version = find_version(t, spec.name, python, _asker(t, run_as, found, answered))
     if version.value is None and native_version is not None:
         version = Fact[str].of(native_version, source="sglang.__version__ on the host")
     if args is not None and args.parser == "fallback" and version.value is not None:

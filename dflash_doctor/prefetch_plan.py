@@ -8,6 +8,7 @@ transport is returned as it is: there a read costs no round trip.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any, cast
 
@@ -61,6 +62,34 @@ def model_side_files() -> list[list[Any]]:
     )
 
     return [[INDEX_FILE, MAX_INDEX_BYTES], [SIDECAR_FILE, MAX_SIDECAR_BYTES]]
+
+
+@cache
+def argv_redaction() -> dict[str, Any]:
+    """redact.redact_argv's rule as data, for the bundle: it asks SGLang to parse the launch
+    as gathering does, with secret values already hidden (`--api-key ***`), so that the
+    answer is the one the doctor asks for (and no secret is handed to a parse whose
+    answer leaves the host). Patterns and flags only: re in any Python 3.8+ reads them."""
+    from dflash_doctor import redact as r
+
+    def pattern(p: re.Pattern[str]) -> list[Any]:
+        return [p.pattern, int(p.flags & re.IGNORECASE)]
+
+    return {
+        "hidden": r.REDACTED,
+        "assign": pattern(r._ASSIGN),
+        "flag": pattern(r._FLAG),
+        "reference": pattern(r._REFERENCE),
+        "secret_name": pattern(r._SECRET_NAME),
+        "not_secret": sorted(r._NOT_SECRET),
+        "max_name": r._MAX_NAME,
+        # _shapes: each match replaced by its group 1 (or nothing), the mark, then the tail.
+        "shapes": [
+            [*pattern(r._TOKEN_SHAPES), 0, ""],
+            [*pattern(r._QUERY_SECRET), 1, ""],
+            [*pattern(r._URL_PASSWORD), 1, "@"],
+        ],
+    }
 
 
 def bundle_config(spec: HostSpec) -> dict[str, Any]:
@@ -133,6 +162,7 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
         "native": {
             "source": script_source("facts/sglang_args.py"),
             "env_keys": list(ENV_KEYS),
+            "redact": argv_redaction(),
         },
         # finders/version.run_version_query, unless the version is declared.
         "version_query": VERSION_QUERY if not spec.hints.sglang_version else None,
@@ -147,7 +177,8 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
 
 
 def prefetching(spec: HostSpec, transport: Transport) -> Transport:
-    """The transport a gathering reads through: bundled when the host is remote."""
-    if not transport.remote:
+    """The transport a gathering reads through: bundled when the host is remote, or a
+    container (each of its commands is a `docker exec`, even on this machine)."""
+    if not transport.remote and transport.kind != "docker":
         return transport
     return transport.prefetched(bundle_config(spec))

@@ -126,13 +126,26 @@ def resolve(parser: argparse.ArgumentParser, name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def installed() -> str | None:
+    """What importlib.metadata holds for sglang here (None: nothing), the answer the version
+    query (finders/version.VERSION_QUERY) would get from this interpreter: given with the
+    parse, the doctor need not start the interpreter again to ask it."""
+    try:
+        import importlib.metadata as m
+
+        return str(m.version("sglang"))
+    except Exception:
+        return None
+
+
 def main() -> int:
     argv = json.loads(sys.argv[1])
     try:
         import sglang
         from sglang.srt.server_args import ServerArgs
     except Exception as e:  # any import failure means: no usable SGLang here
-        print(json.dumps({"error": f"cannot import sglang: {type(e).__name__}: {e}"}))
+        error = f"cannot import sglang: {type(e).__name__}: {e}"
+        print(json.dumps({"error": error, "installed": installed()}))
         return 0
     parser = argparse.ArgumentParser(prog="sglang.launch_server")
     ServerArgs.add_cli_args(parser)
@@ -142,7 +155,12 @@ def main() -> int:
             ns, unknown = parser.parse_known_args(argv)
     except SystemExit:
         lines = err.getvalue().strip().splitlines()
-        print(json.dumps({"version": sglang.__version__, "rejected": lines[-1] if lines else "?"}))
+        rejected = lines[-1] if lines else "?"
+        print(
+            json.dumps(
+                {"version": sglang.__version__, "rejected": rejected, "installed": installed()}
+            )
+        )
         return 0
     values = {k: getattr(ns, k) for k in KEYS if hasattr(ns, k)}
     # The window flag the command used, as this parser resolves it (abbreviations too).
@@ -157,11 +175,12 @@ def main() -> int:
             {
                 "version": sglang.__version__,
                 "values": {
-                    k: v for k, v in values.items() if isinstance(v, int | float | str | type(None))
+                    k: v for k, v in values.items() if isinstance(v, (int, float, str, type(None)))
                 },
                 "unknown": [u for u in unknown if u.startswith("-")],
                 "window_flags": [s for s in WINDOW_FLAGS if s in parser._option_string_actions],
                 "window_flag_used": used,
+                "installed": installed(),
             }
         )
     )

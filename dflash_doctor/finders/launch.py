@@ -71,22 +71,47 @@ def ask_sglang(
 ) -> tuple[LaunchArgs, str | None]:
     """Re-parse with the host's own SGLang, when its Python can import it; the parse and
     the version that Python reports (None when it could not be asked)."""
+    parsed, version, _ = native_parse(t, run_as, args, python, pid, env)
+    return parsed, version
+
+
+# What the parse's interpreter says importlib.metadata holds for sglang (the version query's
+# answer, finders/version.VERSION_QUERY): the version, "" where it has none, None unasked.
+Installed = str | None
+
+
+def native_parse(
+    t: Transport,
+    run_as: HostExec,
+    args: LaunchArgs,
+    python: str | None,
+    pid: int | None,
+    env: Mapping[str, str],
+) -> tuple[LaunchArgs, str | None, Installed]:
+    """ask_sglang, and the installed version the same interpreter reported with its parse,
+    so that the version is not asked by starting that interpreter again (issue 28)."""
     server_argv = args.argv[sglang_args_start(args.argv) :]
     try:
         prefix = run_as.prefix(python, pid=pid, env=env)
     except DoctorError as e:
         # The fallback parse stands; the reason is kept with the fact.
-        return args.model_copy(update={"native_refused": str(e)}), None
+        return args.model_copy(update={"native_refused": str(e)}), None, None
     argv = [*prefix, "-c", script_source("facts/sglang_args.py"), json.dumps(server_argv)]
     try:
         res = t.run(argv, timeout=120)
         answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
     except (DoctorError, ValueError, IndexError):
-        return args, None
-    if not isinstance(answer, dict) or "version" not in answer:
-        return args, None  # no importable SGLang there: the fallback parse stands
+        return args, None, None
+    if not isinstance(answer, dict):
+        return args, None, None
+    installed: Installed = None
+    if res.ok and "installed" in answer:
+        got = answer["installed"]
+        installed = got if isinstance(got, str) else "" if got is None else None
+    if "version" not in answer:
+        return args, None, installed  # no importable SGLang there: the fallback parse stands
     version = str(answer["version"])
-    return native_answer(args, answer, version), version
+    return native_answer(args, answer, version), version, installed
 
 
 def native_answer(args: LaunchArgs, answer: dict[str, Any], version: str) -> LaunchArgs:

@@ -87,8 +87,12 @@ def dist_info_version(t: Transport, host: str, python: str, ask: Asker) -> Fact[
 def run_version_query(t: Transport, prefix: list[str]) -> str:
     """The sglang version the Python of `prefix` (its safe argv) imports."""
     res = t.run([*prefix, "-c", VERSION_QUERY], timeout=30)
-    text = res.stdout.decode("utf-8", "replace").strip()
-    if not res.ok or parse_version(text) is None:
+    return installed_version(res.stdout.decode("utf-8", "replace").strip() if res.ok else "")
+
+
+def installed_version(text: str) -> str:
+    """The version query's answer (`text`, "" when it failed) as a version, or FactError."""
+    if parse_version(text) is None:
         raise FactError("sglang is not installed for this Python")
     return text
 

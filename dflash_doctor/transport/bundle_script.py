@@ -13,8 +13,10 @@ recorded host tree): the server process candidates (pgrep, or /proc on a recorde
 with their cmdline, status, environment and stdout/stderr targets; the launch file; the
 drafter and target config.json (directory, or the Hugging Face hub cache); the sglang
 dist-info beside the server's Python; the log (whole when small, else the output of the
-shipped log filter run here); nvidia-smi. Commands run through the login shell exactly as
-the SSH transport runs them, so their output is what a direct call would get.
+shipped log filter run here); nvidia-smi. Commands print what the SSH transport's own call
+would get: started directly (this script already runs under the login shell, with its
+environment), through that shell only where one cannot be started, so that the failure is
+worded alike.
 
 Secrets stay on the host: of the process environment only the names leave it, and the
 values of the names the config allows (model locations, SGLang settings whose names do
@@ -67,6 +69,48 @@ def load_module(name: str, source: str) -> Any:
     sys.modules[name] = module  # dataclasses and the like look their module up
     exec(compile(source, name + ".py", "exec"), module.__dict__)
     return module
+
+
+def redactor(rule: dict[str, Any]) -> Any:
+    """redact.redact_argv, from its rule as data (prefetch_plan.argv_redaction): the launch
+    words as the doctor holds them, secret values replaced by the mark."""
+
+    def compiled(p: list[Any]) -> Any:
+        return re.compile(p[0], re.IGNORECASE if p[1] else 0)
+
+    hidden = rule["hidden"]
+    assign, flag = compiled(rule["assign"]), compiled(rule["flag"])
+    reference, secret = compiled(rule["reference"]), compiled(rule["secret_name"])
+    # The replacement as a template (`\g<1>` keeps group 1): no closure over loop names.
+    mark = hidden.replace("\\", "\\\\")
+    shapes = [(compiled(s), ("\\g<1>" if s[2] else "") + mark + s[3]) for s in rule["shapes"]]
+    not_secret, max_name = set(rule["not_secret"]), int(rule["max_name"])
+
+    def is_secret(name: str) -> bool:
+        name = name.strip("-'\" \t=:").lower()
+        return name not in not_secret and bool(secret.search(name[:max_name]))
+
+    def shaped(text: str) -> str:
+        for pattern, replacement in shapes:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def redact(argv: list[str]) -> list[str]:
+        out, hide_next = [], False
+        for arg in argv:
+            if hide_next:
+                out.append(arg if reference.fullmatch(arg) else hidden)
+                hide_next = False
+                continue
+            m = assign.fullmatch(arg)
+            if m and is_secret(m.group(1)) and not reference.fullmatch(m.group(2)):
+                out.append(m.group(1) + hidden)
+                continue
+            hide_next = bool(flag.fullmatch(arg)) and is_secret(arg)
+            out.append(shaped(arg))
+        return out
+
+    return redact
 
 
 def _pack(data: bytes) -> str:
@@ -211,45 +255,78 @@ class Bundle:
         return target
 
     def run(self, argv: list[str], timeout: float) -> tuple[int, bytes] | None:
-        """Run argv through the login shell, as the SSH server runs a remote command."""
-        # sshd runs `$SHELL -c COMMAND` with argv[0] the shell's base name: so here too,
-        # and a missing command is worded as the transport would word it.
-        import subprocess  # only a live host runs commands: a recorded tree starts faster
-
+        """Run argv as the SSH transport would, with the answer it would get; recorded."""
         key = tuple(argv)
         with self.lock:
             for done in self.runs:  # asked twice (host_exec's `id -u`): one answer
                 if tuple(done["argv"]) == key:
                     return done["rc"], done["raw"]
-        shell = os.environ.get("SHELL") or "/bin/sh"
-        command = argv
-        bounded = self.cfg.get("bounded_script")
-        if bounded:  # wrapped as the SSH transport wraps it (transport/base.bounded_on_host)
-            limit = int(timeout) + int(self.cfg.get("host_grace", 2))
-            command = ["sh", "-c", bounded, "sh", str(limit), *argv]
         began = time.monotonic()
+        # Started directly: the transport's login shell, `sh` and `timeout` wrappers (three
+        # processes a command, issue 28) change nothing a command prints, since this
+        # process already runs under that shell with its environment; the deadline ends
+        # the command's whole session here instead of `timeout` there. One that cannot be
+        # started (missing, not executable) goes through the shell, which words the
+        # failure as the transport's answer would.
         try:
-            proc = subprocess.run(
-                [posixpath.basename(shell), "-c", " ".join(shlex.quote(a) for a in command)],
-                executable=shell,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # no terminal to read or push into (TIOCSTI)
-                capture_output=True,
-                timeout=timeout,
-            )
-        except (OSError, subprocess.SubprocessError):
+            got = self._spawn(argv, timeout)
+        except OSError:
+            got = self._through_shell(argv, timeout)
+        if got is None:
             return None
-        out, err = proc.stdout, proc.stderr
+        rc, out, err = got
         if len(out) + len(err) > self.limits["command_output"]:
             return None
         packed = (_pack(out), _pack(err))
         with self.lock:
             if not self._spend(len(packed[0]) + len(packed[1])):
                 return None
-            done = {"argv": argv, "rc": proc.returncode, "out": packed[0], "err": packed[1]}
+            done = {"argv": argv, "rc": rc, "out": packed[0], "err": packed[1]}
             done["seconds"] = round(time.monotonic() - began, 4)  # where a host's time goes
             self.runs.append({**done, "raw": out})
-        return proc.returncode, out
+        return rc, out
+
+    def _through_shell(self, argv: list[str], timeout: float) -> tuple[int, bytes, bytes] | None:
+        """argv through the login shell and the bounded wrapper, as sshd runs the
+        transport's command (`$SHELL -c COMMAND`, argv[0] the shell's base name)."""
+        shell = os.environ.get("SHELL") or "/bin/sh"
+        command = argv
+        bounded = self.cfg.get("bounded_script")
+        if bounded:  # wrapped as the SSH transport wraps it (transport/base.bounded_on_host)
+            limit = int(timeout) + int(self.cfg.get("host_grace", 2))
+            command = ["sh", "-c", bounded, "sh", str(limit), *argv]
+        quoted = " ".join(shlex.quote(a) for a in command)
+        try:
+            return self._spawn([posixpath.basename(shell), "-c", quoted], timeout, shell)
+        except OSError:
+            return None
+
+    @staticmethod
+    def _spawn(
+        argv: list[str], timeout: float, executable: str | None = None
+    ) -> tuple[int, bytes, bytes] | None:
+        """(status, stdout, stderr) of argv in a session of its own (no terminal to read or
+        push into: TIOCSTI), ended with all its processes at the deadline (then None).
+        OSError when it cannot be started."""
+        import signal
+        import subprocess  # only a live host runs commands: a recorded tree starts faster
+
+        proc = subprocess.Popen(
+            argv,
+            executable=executable,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return None
+        return proc.returncode, out, err
 
     def background(self, argv: list[str], timeout: float) -> None:
         """`run` in a thread: the host's slow answers (nvidia-smi, the interpreters) overlap;
@@ -626,17 +703,24 @@ class Bundle:
         host_exec's rules allow it) and the live server's HTTP answers: as gather asks them."""
         cfg = self.cfg
         native = cfg.get("native")
+        parsed_by = None
         if native:
             head = argv[: max(start - 1, 0)]
             python = next((a for a in head if PYTHON.search(a)), None) or cfg.get("python")
             passed = {k: env[k] for k in native["env_keys"] if k in env}
             prefix = self.prefix(python, pid, passed)
             if prefix is not None:
-                server_argv = argv[start:]
+                # As gathering asks it: of the launch words with secret values hidden.
+                rule = native.get("redact")
+                server_argv = (redactor(rule)(argv) if rule else argv)[start:]
                 self.background([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
+                parsed_by = python
         query = cfg.get("version_query")
         python = cfg.get("python") or next((a for a in argv[: start - 1] if PYTHON.search(a)), None)
-        if query and python and len(self.dist_versions.get(python, ())) != 1:
+        # The parse's answer carries the installed version of that interpreter: gathering
+        # asks the query only of another one (gather._asker), so the bundle does too.
+        asked = python != parsed_by
+        if query and python and asked and len(self.dist_versions.get(python, ())) != 1:
             # gather._version_by_running: no single sglang dist-info beside the Python.
             passed = {k: env[k] for k in native["env_keys"] if k in env} if native else {}
             prefix = self.prefix(python, pid, passed)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -314,3 +315,39 @@ def test_a_machine_that_is_itself_a_container_keeps_its_processes() -> None:
     assert machine_server_container(m, 20) == other[:12]  # another container: named by id
     assert machine_server_container(m, 30) is None
     assert machine_server_container(m, 99) is None  # gone: nothing to say
+
+
+class _Engine(LocalTransport):
+    """This machine, keeping the argv of every command the Docker transport runs here
+    (`run_stream` runs through `run` on this machine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], **kw: Any) -> CommandResult:
+        self.calls.append(argv)
+        return super().run(argv, **kw)
+
+
+def test_a_check_of_a_container_is_one_docker_exec(sglang_container) -> None:  # type: ignore[no-untyped-def]
+    """The gathering's commands (pgrep, id, the interpreter checks, SGLang's own parse, the
+    HTTP client) and reads come from one exec of the bundle, not one `docker exec` each
+    (issue 28), with the facts the execs gave: the server, its models, its version."""
+    from dflash_doctor.gather import gather
+    from dflash_doctor.hosts import HostSpec
+
+    engine = _Engine()
+    name = str(sglang_container["name"])
+    with DockerTransport("c", engine, name) as t:
+        facts = gather(HostSpec.of("c", container=name), t)
+    execs = [c for c in engine.calls if c[1] == "exec"]
+    assert len(execs) == 1, [c[8:10] for c in execs]
+    # The container's name is the one word after `exec`; everything else is the fixed guard,
+    # the fixed unpacker and one packed (base64) word.
+    assert execs[0][2] == name and "dflash-bundle" in execs[0]
+    assert facts.launch.source == "/proc/1/cmdline"
+    assert facts.drafter.source == f"{docker_host.DRAFTER}/config.json"
+    assert facts.sglang_version.value == "0.5.13"
+    assert facts.runtime is not None and facts.runtime.value is not None
+    assert facts.launch.value is not None and facts.launch.value.parser == "sglang"

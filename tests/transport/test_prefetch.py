@@ -7,11 +7,13 @@ through `paramiko.SFTPClient._request` / `_async_request`. The counters call the
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -234,6 +236,9 @@ def live_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(models / "target")]
     argv += ["--speculative-algorithm", "DFLASH"]
     argv += ["--speculative-draft-model-path", str(models / "drafter"), "--port", str(free_port())]
+    # A secret in the launch: gathering asks SGLang's parse with it hidden, and so must the
+    # bundle, or its answer is not the one asked for (one more round trip).
+    argv += ["--admin-api-key", "sk-admin-liveSECRETneverREAL00"]
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(REPO / "fixtures/fake_sglang"),
@@ -387,8 +392,9 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     questions = [r["argv"] for r in answer["runs"]]
     assert host_exec_rules.resolve_argv(str(python)) in questions  # it was vetted
     if owner == 0:  # root's own file in root's directories: trusted, run as its owner
-        # SGLang's own parse, and the version query (no sglang dist-info beside it)
-        assert len(ran) == 2 and all(
+        # SGLang's own parse only: its answer carries the installed version, which the
+        # version query would start the same interpreter again to ask (issue 28)
+        assert len(ran) == 1 and all(
             r[:7]
             == [
                 *["sh", "-c", host_exec_rules.NEUTRAL_SCRIPT, "sh"],
@@ -396,7 +402,7 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
             ]
             for r in ran
         )
-        assert marker.read_text() == "ran\n" * 2
+        assert marker.read_text() == "ran\n"
     else:
         assert ran == [] and not marker.exists()
 
@@ -457,3 +463,101 @@ def test_the_bundle_command_is_packed_and_runs_here(tmp_path: Path) -> None:
     got = subprocess.run(argv, capture_output=True, check=True, timeout=60)
     answer = json.loads(got.stdout)
     assert answer["version"] == prefetch.BUNDLE_VERSION and "/nope.log" in answer["files"]
+
+
+REDACTION_CASES = [
+    ["python", "-m", "sglang.launch_server", "--api-key", "sk-abc", "--admin-api-key=xyz"],
+    ["--hf-token", "$HF", "--api-key", "${K}", "--api-key", "${K:-sk-default}", "--model", "m"],
+    ["--url", "http://u:pw@h/x?token=abc&x=1", "hf_abcdefghijklmnopqrstuvwxyz0", "--tokenizer"],
+    ["--mask-token", "x", "--enable-forward-pass-metrics", "--db-pass", "-x9", "--session", "s"],
+    ["--API_KEY", "v", "-p=secret", "--password", "", "sk-" + "a" * 300, "--auth", "b", "--"],
+    ["--api-key"],
+]
+
+
+@pytest.mark.parametrize("argv", REDACTION_CASES)
+def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> None:
+    """The bundle asks SGLang to parse the launch words the doctor holds (redact_argv's),
+    from the rule as data: the same words, so the answer is the one gathering asks for."""
+    import json
+
+    from dflash_doctor.prefetch_plan import argv_redaction
+    from dflash_doctor.redact import redact_argv
+    from dflash_doctor.transport.bundle_script import redactor
+
+    redact = redactor(json.loads(json.dumps(argv_redaction())))
+    assert redact(argv) == redact_argv(argv)
+
+
+def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: Path) -> None:
+    """Started without the `timeout` wrapper, a command past its deadline is ended with every
+    process it started (its session), and gives no answer: the transport then asks."""
+    from dflash_doctor.transport.bundle_script import Bundle
+
+    pid_file = tmp_path / "child"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    got = Bundle._spawn(["sh", "-c", script], 1.0)
+    assert got is None
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # reaped by init once killed
+    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes()
+
+
+def test_a_command_that_cannot_start_is_worded_by_the_shell() -> None:
+    """A missing command goes through the login shell and the bounded wrapper, as the SSH
+    transport's own call would: the same status and the same words."""
+    from dflash_doctor.transport.base import bounded_on_host
+    from dflash_doctor.transport.bundle_script import Bundle
+
+    cfg = {"limits": dict(prefetch.LIMITS), "bounded_script": bounded_on_host(["x"], 1)[2]}
+    bundle = Bundle(cfg)
+    got = bundle.run(["dflash-no-such-command", "-x"], 10)
+    assert got is not None and got[0] == 127
+    own = LocalTransport("h").run(bounded_on_host(["dflash-no-such-command", "-x"], 10))
+    assert got[0] == own.returncode
+    (recorded,) = bundle.runs
+    assert zlib.decompress(base64.b64decode(recorded["err"])) == own.stderr != b""
+    assert bundle.run(["id", "-u"], 10) == (0, f"{os.getuid()}\n".encode())
+
+
+class _Commands(LocalTransport):
+    """This machine, keeping the argv of every command run on it."""
+
+    def __init__(self) -> None:
+        super().__init__("live")
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], **kw: Any) -> Any:
+        self.calls.append(argv)
+        return super().run(argv, **kw)
+
+
+def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[no-untyped-def]
+    live_server, sshd, ssh_options, trips
+) -> None:
+    """SGLang's parse reports the installed version too (the version query's answer), so the
+    server's interpreter is not started a second time to ask it: neither by gathering here
+    nor in the bundle, where the version is then still one remote command (issue 28)."""
+    from dflash_doctor.finders.version import VERSION_QUERY
+    from dflash_doctor.shipped import script_source
+
+    proc, _ = live_server
+    spec = HostSpec.of(name="live", pid=proc.pid)  # no declared version: it must be found
+    here = _Commands()
+    local = gather(spec, here)
+    parse = script_source("facts/sglang_args.py")
+    assert len([c for c in here.calls if parse in c]) == 1
+    assert not [c for c in here.calls if VERSION_QUERY in c]
+    assert local.sglang_version.value is not None, local.sglang_version.error
+    trips.clear()
+    transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
+    try:
+        bundled = prefetching(spec, transport)
+        remote = gather(spec, bundled)
+        counted = dict(trips)
+    finally:
+        transport.close()
+    assert counted == {"exec": 1} and _misses(bundled) == [], (counted, _misses(bundled))
+    assert remote.sglang_version == local.sglang_version
