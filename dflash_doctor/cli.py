@@ -576,7 +576,7 @@ def _note_next_steps(
     args: _CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
 ) -> None:
     """Tell each host's report its next step: the pending relaunch, or the `fix` to run."""
-    from dflash_doctor.fix.apply import describe_relaunch
+    from dflash_doctor.launch_edits import describe_relaunch
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
     from dflash_doctor.transport.open import relaunch_refusal
 

@@ -11,11 +11,10 @@ import shlex
 
 from dflash_doctor.checks.base import Finding
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
-from dflash_doctor.fix.edits import Edit, edit_argv
-from dflash_doctor.fix.launch_sources import file_backed
+from dflash_doctor.launch_edits import EDITABLE, Edit, edit_argv, file_backed
 
-# Fix actions `dflash-doctor fix` edits into the launch source (fix/edits.py EDITABLE).
-_AUTOMATED = ("set_flag", "remove_flag", "replace_flag")
+# Fix actions `dflash-doctor fix` edits into the launch source.
+_AUTOMATED = EDITABLE
 
 
 def automated(findings: list[Finding]) -> bool:

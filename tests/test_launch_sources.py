@@ -210,3 +210,17 @@ def test_register_adds_a_kind() -> None:
         from dflash_doctor.fix import launch_sources
 
         del launch_sources._FACTORIES["podman-test"]
+
+
+def test_check_path_table_agrees_with_the_sources() -> None:
+    """`check` reads which kinds are files and how each relaunches from launch_edits.py (it
+    never imports fix/): that table and the sources `fix` runs are one."""
+    from typing import get_args
+
+    from dflash_doctor.facts.models import LaunchKind
+    from dflash_doctor.launch_edits import FILE_BACKED_KINDS, describe_kind
+
+    for kind in get_args(LaunchKind):
+        src = source_for(kind)
+        assert src.file_backed == (kind in FILE_BACKED_KINDS), kind
+        assert src.describe("/srv/launch", "sglang") == describe_kind(kind, "/srv/launch", "sglang")

@@ -9,8 +9,9 @@ import hashlib
 import posixpath
 import shlex
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileExists, TransportError, UnsafeFile
@@ -19,12 +20,13 @@ from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.fix import signals
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.journal import Journal, known_backup, open_journal
-from dflash_doctor.fix.launch_sources import source_for
+from dflash_doctor.fix.launch_sources import LaunchSource, source_for
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.fix.run_as import RunAs, relaunch_as
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.launch_edits import describe_relaunch as describe_relaunch
 from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import FileId, Transport
@@ -82,9 +84,18 @@ def backup_path(source: str, stamp: str) -> str:
 
 
 class Applier:
-    def __init__(self, spec: HostSpec, transport: Transport, health_timeout: float) -> None:
+    def __init__(
+        self,
+        spec: HostSpec,
+        transport: Transport,
+        health_timeout: float,
+        launch_source: LaunchSource | None = None,
+    ) -> None:
         self.spec = spec
         self.t = transport
+        # The launch source that relaunches (a container's compose file names its project
+        # and files: fix/containers.py); None: the one of the launch's kind.
+        self.launch_source = launch_source
         self.health_timeout = health_timeout
         self.steps: list[str] = []
         # The session the doctor started the server in (a script relaunch): what a rollback
@@ -99,6 +110,10 @@ class Applier:
         self.j: Journal | None = None
         # Relaunch steps are journaled during the apply, not during its own rollback.
         self.journaling = True
+
+    def kind(self, launch: LaunchArgs) -> LaunchSource:
+        """The launch source `launch` is relaunched and described by."""
+        return self.launch_source or source_for(launch.kind)
 
     def step(self, name: str, **fields: object) -> None:
         """Record an apply step in the journal (nothing before the lock is taken)."""
@@ -278,7 +293,7 @@ class Applier:
             self._run(["sh", "-c", self.spec.fix.relaunch], timeout=budget)
             self.step("started")
             return
-        commands = source_for(launch.kind).relaunch(source, self.spec.hints.compose_service)
+        commands = self.kind(launch).relaunch(source, self.spec.hints.compose_service)
         if commands is not None:  # a service manager restarts it
             self.step("stopping", stopping="the service manager")
             for i, argv in enumerate(commands):
@@ -353,18 +368,20 @@ class Applier:
                 port = int(arg[7:12])
         return f"http://127.0.0.1:{port}/health"
 
-    def wait_healthy(self, launch: LaunchArgs) -> str | None:
-        """None when healthy, else why not; stops as soon as the started server has exited."""
+    def wait_healthy(self, launch: LaunchArgs, served: Transport | None = None) -> str | None:
+        """None when healthy, else why not; stops as soon as the started server has exited.
+        `served`: where the server runs, when not where the launch is written (a container)."""
         url = self.health_url(launch)
+        t = served or self.t
         try:
-            python = HostExec(self.t, self.spec).system_python()
+            python = HostExec(t, self.spec).system_python()
         except DoctorError as e:
             return f"cannot wait for {url}: {e}"
         deadline = time.monotonic() + self.health_timeout
         why = "no answer"
         while time.monotonic() < deadline:
             try:
-                res = self.t.run([*python, "-c", HEALTH_PROBE, url], timeout=10)
+                res = t.run([*python, "-c", HEALTH_PROBE, url], timeout=10)
             except DoctorError as e:
                 res = None
                 why = str(e)
@@ -389,10 +406,10 @@ class Applier:
         except DoctorError:
             return False
 
-    def back_up_and_ours(self, launch: LaunchArgs) -> str | None:
+    def back_up_and_ours(self, launch: LaunchArgs, served: Transport | None = None) -> str | None:
         """None when the server the doctor started answers health; an answer on the port
         while that server is not running (a stale pid, another process) is not success."""
-        why = self.wait_healthy(launch)
+        why = self.wait_healthy(launch, served)
         if why is None and self.started_session is not None and self.server_pid() is None:
             why = f"the relaunched server (session {self.started_session}) is not running"
         return why
@@ -425,6 +442,165 @@ def _locked(source: str) -> str:
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 
 
+class Site(Protocol):
+    """One launch as the apply loop sees it: where the launch is written and how the server
+    comes back from it. A launch file on the host (FileSite, below: a script, a systemd unit,
+    a compose file, the inventory) or a container's own launch (fix/containers.py: the compose
+    file of a compose-managed container, a `docker run` container's settings). The loop
+    below (apply_plan) is the only apply -> verify -> roll back there is."""
+
+    a: Applier  # its steps, journal and health wait
+    live: bool  # False: only written (an offline or recorded host), never relaunched
+    changed: bool  # whether write() changed anything that restore() must put back
+
+    @property
+    def where(self) -> str:
+        """The launch in messages: its file, or `container NAME`."""
+        ...
+
+    @property
+    def done(self) -> str:
+        """What a verified apply did, in words."""
+        ...
+
+    def lock(self, stamp: str) -> None:
+        """One apply or rollback of this launch at a time; nothing is changed yet."""
+        ...
+
+    def unlock(self) -> None:
+        """Release the lock this run took (never another doctor's)."""
+        ...
+
+    def write(self, plan: FixPlan, stamp: str, pid: int | None) -> str:
+        """Check the launch is still the one planned from and can be relaunched, back it up,
+        write the new one; nothing is stopped yet. Returns the backup's name."""
+        ...
+
+    def restore(self) -> None:
+        """The old launch back in place (nothing when write() changed nothing)."""
+        ...
+
+    def relaunch(self, launch: LaunchArgs, pid: int | None, log: str | None) -> None:
+        """Start the server on the launch as written now, stopping the running one."""
+        ...
+
+    def relaunch_old(self, launch: LaunchArgs, log: str | None) -> bool:
+        """After restore(): the old server back; False when it was never stopped."""
+        ...
+
+    def served(self) -> AbstractContextManager[Transport]:
+        """Where the relaunched server is asked for health and gathered again."""
+        ...
+
+    def commit(self) -> None:
+        """After verification: drop what was kept only for a rollback."""
+        ...
+
+    def log_tail(self, facts: HostFacts | None) -> list[str]:
+        """The relaunched server's last log lines, for a failure."""
+        ...
+
+    def way_out(self, bak: str) -> str:
+        """How to put the old launch back by hand when restore() failed."""
+        ...
+
+    def start_hint(self) -> str:
+        """How to start the old server by hand when it did not come back."""
+        ...
+
+
+class FileSite:
+    """A launch file on the host: locked and journaled (fix/journal.py), backed up beside
+    the file and in the journal, written through descriptors, relaunched by its source (a
+    script detached as its owner, systemd, compose, a configured command)."""
+
+    def __init__(self, a: Applier, link: str) -> None:
+        self.a = a
+        self.link = link  # the launch file as named; edits go through a link to its file
+        self.source = link
+        self.live = a.t.relaunch_refused is None
+        self.changed = False
+        self.old = b""
+        self.mode = 0o644
+
+    @property
+    def where(self) -> str:
+        return self.source
+
+    @property
+    def done(self) -> str:
+        return f"applied to {self.source}"
+
+    def lock(self, stamp: str) -> None:
+        a = self.a
+        self.source = a.real_path(self.link)
+        if self.source != a.real_dir(self.link):
+            a.steps.append(f"{self.link} is a link: editing {self.source}")
+        a.lock(self.source, stamp).begin(link=self.link)
+
+    def unlock(self) -> None:
+        self.a.unlock()
+
+    def write(self, plan: FixPlan, stamp: str, pid: int | None) -> str:
+        assert plan.new_text is not None and plan.launch is not None
+        a, source, spec = self.a, self.source, self.a.spec
+        old, ident = a.current(source)
+        self.old, self.mode = old, ident.mode
+        if plan.old_text is not None and old.decode("utf-8", "replace") != plan.old_text:
+            raise UnsafeFile(f"{source} changed since it was read; run fix again")
+        new = plan.new_text.encode("utf-8")
+        a.check_space(source, len(old) + len(new))
+        if self.live and not a.kind(plan.launch).managed and not spec.fix.relaunch:
+            a.start_argv(source)  # the relaunch must be able to start before anything stops
+            a.owner_of(pid, source)  # and as the server's owner, or not at all
+        bak = a.backup(source, stamp, old, ident)
+        # The bytes and inode read above, checked again just before the rename: an edit
+        # made meanwhile is refused, never overwritten (the backup holds the read state).
+        a.write(source, new, self.mode, expect=ident)
+        self.changed = True
+        a.step("written", written_sha256=hashlib.sha256(new).hexdigest())
+        wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
+        if wrong is not None:
+            raise TransportError(wrong)
+        a.steps.append(f"wrote {source}")
+        return bak
+
+    def restore(self) -> None:
+        if self.changed:
+            self.a.write(self.source, self.old, self.mode)
+
+    def relaunch(self, launch: LaunchArgs, pid: int | None, log: str | None) -> None:
+        self.a.relaunch(launch, self.source, pid, log)
+
+    def relaunch_old(self, launch: LaunchArgs, log: str | None) -> bool:
+        a = self.a
+        stopped = a.stopped is not None or a.started_session is not None
+        if not (stopped or bool(a.spec.fix.relaunch) or a.kind(launch).managed):
+            return False
+        # An old server still stopping (interrupted mid-stop) is stopped first.
+        still = a.stopped if a.stopped is not None and a._alive(a.stopped) else None
+        self.relaunch(launch, still, log)
+        return True
+
+    def served(self) -> AbstractContextManager[Transport]:
+        return nullcontext(self.a.t)
+
+    def commit(self) -> None:
+        return None
+
+    def log_tail(self, facts: HostFacts | None) -> list[str]:
+        return self.a.log_tail(facts)
+
+    def way_out(self, bak: str) -> str:
+        return (
+            "Run `fix --rollback` (it restores the copy the journal kept), or restore "
+            f"{bak} with `cp -p {bak} {self.source}` and start the server again"
+        )
+
+    def start_hint(self) -> str:
+        return f"start it with {self.source}"
+
+
 def apply_plan(
     spec: HostSpec,
     transport: Transport,
@@ -434,123 +610,95 @@ def apply_plan(
     stamp: str,
     health_timeout: float = 300.0,
     bench: BenchStep | None = None,
+    site: Site | None = None,
 ) -> Outcome:
     """Back up, write, relaunch, verify; roll back on any failure. SIGTERM counts as Ctrl-C
-    (fix/signals.py) and every step is journaled beside the lock (fix/journal.py)."""
+    (fix/signals.py) and every step is journaled beside the lock (fix/journal.py). `site`:
+    where the launch is written and how the server comes back (default: the plan's launch
+    file on `transport`)."""
     if not plan.changes:
         return Outcome("unchanged", "nothing to change: the launch already has every fix")
-    if plan.source is None or plan.new_text is None or plan.launch is None:
-        return Outcome(
-            "failed", "no launch file to edit; start the server with: " + (plan.new_command or "?")
-        )
+    if site is None:
+        if plan.source is None or plan.new_text is None or plan.launch is None:
+            return Outcome(
+                "failed",
+                "no launch file to edit; start the server with: " + (plan.new_command or "?"),
+            )
+        site = FileSite(Applier(spec, transport, health_timeout), plan.source)
     if bench is not None and transport.live_refused is None:
         bench.before()  # before any change: a failure here changes nothing
-    a = Applier(spec, transport, health_timeout)
+    a = site.a
     with signals.interruptible():
         try:
-            source = a.real_path(plan.source)
-            if source != a.real_dir(plan.source):
-                a.steps.append(f"{plan.source} is a link: editing {source}")
-            a.lock(source, stamp).begin(link=plan.source)
+            site.lock(stamp)
         except DoctorError as e:
-            a.unlock()
+            site.unlock()
             return Outcome("failed", f"nothing changed: {e}", steps=a.steps)
         except KeyboardInterrupt:
-            a.unlock()
+            site.unlock()
             return Outcome("failed", f"nothing changed: {INTERRUPTED}", steps=a.steps)
         try:
-            return _apply_locked(a, spec, plan, facts, source, stamp, bench)
+            return _apply_locked(site, spec, plan, facts, stamp, bench)
         finally:
             with signals.shielded():
-                a.unlock()
+                site.unlock()
 
 
 def _apply_locked(
-    a: Applier,
+    site: Site,
     spec: HostSpec,
     plan: FixPlan,
     facts: HostFacts,
-    source: str,
     stamp: str,
     bench: BenchStep | None,
 ) -> Outcome:
     """The apply under the lock: read and check, back up, write, relaunch and verify, or
     put everything back (every step journaled)."""
-    assert plan.new_text is not None and plan.launch is not None
-    live = a.t.relaunch_refused is None
+    assert plan.launch is not None
+    a = site.a
     pid = spec.hints.pid or facts.server_pid()
-    written: FileId | None = None
-    old = b""
-    mode = 0o644
     try:
-        old, ident = a.current(source)
-        mode = ident.mode
-        if plan.old_text is not None and old.decode("utf-8", "replace") != plan.old_text:
-            raise UnsafeFile(f"{source} changed since it was read; run fix again")
-        new = plan.new_text.encode("utf-8")
-        a.check_space(source, len(old) + len(new))
-        managed = source_for(plan.launch.kind).managed
-        if live and not managed and not spec.fix.relaunch:
-            a.start_argv(source)  # the relaunch must be able to start before anything stops
-            a.owner_of(pid, source)  # and as the server's owner, or not at all
-        bak = a.backup(source, stamp, old, ident)
-        # The bytes and inode read above, checked again just before the rename: an edit
-        # made meanwhile is refused, never overwritten (the backup holds the read state).
-        written = a.write(source, new, mode, expect=ident) or ident
-        a.step("written", written_sha256=hashlib.sha256(new).hexdigest())
-        wrong = _written_runs(a, plan, source, new, spec.hints.compose_service)
-        if wrong is not None:
-            a.write(source, old, mode)
-            a.step("failed")
-            return Outcome(
-                "failed", f"nothing relaunched, {source} restored: {wrong}", bak, steps=a.steps
-            )
+        bak = site.write(plan, stamp, pid)
     except (DoctorError, KeyboardInterrupt) as e:
-        return _not_relaunched(a, source, old, mode, written, e)
-    a.steps.append(f"wrote {source}")
-    if not live:
+        return _not_relaunched(site, e)
+    if not site.live:
         a.step("done")
         # The steps name the file and its backup: the outcome says only what follows.
         return Outcome("written", "written; `--rollback` restores the backup", bak, steps=a.steps)
     log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
-    failure, new_facts = _relaunch_verified(a, spec, plan, plan.launch, source, pid, log, bench)
+    failure, new_facts = _relaunch_verified(site, spec, plan, plan.launch, pid, log, bench)
     if failure is None:
         with signals.shielded():
+            site.commit()
             a.step("done")
-        return Outcome("applied", f"applied to {source} and verified", bak, steps=a.steps)
-    tail = a.log_tail(new_facts or facts)
+        return Outcome("applied", f"{site.done} and verified", bak, steps=a.steps)
+    tail = site.log_tail(new_facts or facts)
     with signals.shielded():
-        out = _roll_back(a, plan.launch, source, bak, old, mode, pid, log, failure, tail)
+        out = _roll_back(site, plan.launch, bak, log, failure, tail)
     if signals.held():
         out.message += f"; {INTERRUPTED} again during the rollback: held until it finished"
     return out
 
 
-def _not_relaunched(
-    a: Applier,
-    source: str,
-    old: bytes,
-    mode: int,
-    written: FileId | None,
-    e: BaseException,
-) -> Outcome:
-    """A failure or an interrupt before anything was stopped: the file as it was (when it
+def _not_relaunched(site: Site, e: BaseException) -> Outcome:
+    """A failure or an interrupt before anything was stopped: the launch as it was (when it
     was already written), the server untouched."""
+    a = site.a
     why = INTERRUPTED if isinstance(e, KeyboardInterrupt) else str(e)
     with signals.shielded():
-        if written is not None:
+        if site.changed:
             try:
-                a.write(source, old, mode)
-                a.steps.append(f"restored {source}")
+                site.restore()
+                a.steps.append(f"restored {site.where}")
             except DoctorError as err:
                 a.step("failed")
                 return Outcome(
                     "failed",
-                    f"nothing relaunched ({why}), but {source} could not be restored ({err}); "
-                    "`fix --rollback` restores it",
+                    f"nothing relaunched ({why}), but {site.where} could not be restored "
+                    f"({err}); `fix --rollback` restores it",
                     steps=a.steps,
                 )
-        a.step("failed" if written is not None else "refused")
+        a.step("failed" if site.changed else "refused")
     return Outcome("failed", f"nothing relaunched, the server runs as before: {why}", steps=a.steps)
 
 
@@ -564,7 +712,7 @@ def _written_runs(
     written = a.t.read_file(source, max_bytes=1 << 20)
     if written != new:
         return f"{source} does not hold what was written"
-    kind = source_for(plan.launch.kind)
+    kind = a.kind(plan.launch)
     if not kind.file_backed:
         return None  # the inventory: its rewrite was proved by loading it (fix/edits.py)
 
@@ -588,47 +736,35 @@ def _followed(spec: HostSpec, launch: LaunchArgs, plan: FixPlan, new_pid: int | 
 
 
 def _relaunch_verified(
-    a: Applier,
+    site: Site,
     spec: HostSpec,
     plan: FixPlan,
     launch: LaunchArgs,
-    source: str,
     pid: int | None,
     log: str | None,
     bench: BenchStep | None,
 ) -> tuple[str | None, HostFacts | None]:
-    """Relaunch on the written file, wait for health, re-gather and re-check: (why it failed,
-    None when verified; the re-gathered facts when it got that far, for the log tail). Every
-    error, Ctrl-C included, is a failure here, so the caller always rolls back on one."""
+    """Relaunch on the written launch, wait for health, re-gather and re-check: (why it
+    failed, None when verified; the re-gathered facts when it got that far, for the log
+    tail). Every error, Ctrl-C included, is a failure here, so the caller always rolls back
+    on one."""
+    a = site.a
     failure: str | None = None
     new_facts: HostFacts | None = None
     try:
-        a.relaunch(launch, source, pid, log)
-        failure = a.wait_healthy(launch)
-        new_pid = a.server_pid() if failure is None else None
-        if failure is None and a.started_session is not None and new_pid is None:
-            # /health answered, but not from the server the doctor started: never verify
-            # some other process (another server on the host) in its place.
-            failure = f"the relaunched server (session {a.started_session}) is not running"
-        if failure is None:
-            new_facts = gather(_followed(spec, launch, plan, new_pid), a.t)
-            # Still failing: a check that still asks for a launch edit (an upgrade it also
-            # asks for is a manual step the edit never claimed to do).
-            still = [
-                r.check_id
-                for r in run_checks(new_facts, plan.check_ids)
-                if any(x.action in EDITABLE for f in r.findings for x in f.fixes)
-            ]
-            if still:
-                failure = f"after the relaunch {', '.join(still)} still fail"
-            elif set(plan.check_ids) & set(SPAN_CHECKS):
-                # Success means the re-gathered served spans equal the trained ones
-                # (version, flag and the new log together), not merely compact_cache=True.
-                mismatch = span_mismatch(new_facts)
-                if mismatch is not None:
-                    failure = f"after the relaunch the served spans differ: {mismatch}"
-            if failure is None and bench is not None:
-                failure = bench.after()
+        site.relaunch(launch, pid, log)
+        with site.served() as served:
+            failure = a.wait_healthy(launch, served)
+            new_pid = a.server_pid() if failure is None else None
+            if failure is None and a.started_session is not None and new_pid is None:
+                # /health answered, but not from the server the doctor started: never verify
+                # some other process (another server on the host) in its place.
+                failure = f"the relaunched server (session {a.started_session}) is not running"
+            if failure is None and plan.check_ids:  # a container's rollback proves no fix
+                new_facts = gather(_followed(spec, launch, plan, new_pid), served)
+                failure = _still_failing(plan, new_facts)
+        if failure is None and bench is not None:
+            failure = bench.after()
     except DoctorError as e:
         failure = str(e)
     except KeyboardInterrupt:
@@ -636,48 +772,58 @@ def _relaunch_verified(
     return failure, new_facts
 
 
+def _still_failing(plan: FixPlan, new_facts: HostFacts) -> str | None:
+    """Why the re-gathered host does not show the fix, or None."""
+    # Still failing: a check that still asks for a launch edit (an upgrade it also asks for
+    # is a manual step the edit never claimed to do).
+    still = [
+        r.check_id
+        for r in run_checks(new_facts, plan.check_ids)
+        if any(x.action in EDITABLE for f in r.findings for x in f.fixes)
+    ]
+    if still:
+        return f"after the relaunch {', '.join(still)} still fail"
+    if set(plan.check_ids) & set(SPAN_CHECKS):
+        # Success means the re-gathered served spans equal the trained ones (version, flag
+        # and the new log together), not merely compact_cache=True.
+        mismatch = span_mismatch(new_facts)
+        if mismatch is not None:
+            return f"after the relaunch the served spans differ: {mismatch}"
+    return None
+
+
 def _roll_back(
-    a: Applier,
+    site: Site,
     launch: LaunchArgs,
-    source: str,
     bak: str,
-    old: bytes,
-    mode: int,
-    pid: int | None,
     log: str | None,
     failure: str,
     tail: list[str],
 ) -> Outcome:
-    """The old file, the old server; every failure says what is where and how to restore.
+    """The old launch, the old server; every failure says what is where and how to restore.
     Runs shielded: a signal meanwhile is held until it has finished."""
+    a = site.a
     a.step("rolling_back", failure=failure[:300])
     a.journaling = False
     try:
-        a.write(source, old, mode)
-        a.steps.append(f"restored {source} from {bak}")
+        site.restore()
+        a.steps.append(f"restored {site.where} from {bak}")
     except DoctorError as e:
         a.journaling = True
         a.step("failed")
         return Outcome(
             "failed",
-            f"fix failed: {failure}; and {source} could not be restored ({e}). Run "
-            f"`fix --rollback` (it restores the copy the journal kept), or restore {bak} "
-            f"with `cp -p {bak} {source}` and start the server again",
+            f"fix failed: {failure}; and {site.where} could not be restored ({e}). "
+            + site.way_out(bak),
             bak,
             tail,
             a.steps,
         )
-    stopped = a.stopped is not None or a.started_session is not None or bool(a.spec.fix.relaunch)
-    stopped = stopped or source_for(launch.kind).managed
-    back: str | None
+    back: str | None = None
     try:
-        if stopped:
-            # An old server still stopping (interrupted mid-stop) is stopped first.
-            still = a.stopped if a.stopped is not None and a._alive(a.stopped) else None
-            a.relaunch(launch, source, still, log)
-            back = a.back_up_and_ours(launch)
+        if site.relaunch_old(launch, log):
+            back = _came_back(site, launch)
         else:
-            back = None
             a.steps.append("the running server was never stopped: nothing to relaunch")
     except DoctorError as e:
         back = str(e)
@@ -686,26 +832,22 @@ def _roll_back(
     a.journaling = True
     a.step("rolled_back" if back is None else "failed")
     status: Status = "rolled_back" if back is None else "failed"
-    msg = f"fix failed: {failure}; rolled back {source} from {bak}" + (
+    msg = f"fix failed: {failure}; rolled back {site.where} from {bak}" + (
         ""
         if back is None
         else f", but the old server did not come back: {back}. Run `fix --rollback` or "
-        f"start it with {source}"
+        + site.start_hint()
     )
     return Outcome(status, msg, bak, tail, a.steps)
 
 
-def describe_relaunch(
-    spec: HostSpec, launch: LaunchArgs | None, source: str | None, refused: str | None
-) -> str:
-    """What `fix --apply` does after the write; `refused`: the transport's relaunch_refused."""
-    if refused is not None:
-        return "nothing is relaunched (offline or recorded host): only the file is written"
-    if spec.fix.relaunch:
-        return f"run the configured relaunch command: {spec.fix.relaunch}"
-    if launch is None or source is None:
-        return "no launch file: restart the server with the new command yourself"
-    return source_for(launch.kind).describe(source, spec.hints.compose_service)
+def _came_back(site: Site, launch: LaunchArgs) -> str | None:
+    """None when the server the doctor started answers health where it runs; else why not."""
+    try:
+        with site.served() as served:
+            return site.a.back_up_and_ours(launch, served)
+    except DoctorError as e:
+        return str(e)
 
 
 def rollback(
@@ -715,18 +857,21 @@ def rollback(
     facts: HostFacts,
     launch: LaunchArgs,
     health_timeout: float,
+    site: FileSite | None = None,
 ) -> Outcome:
     """Restore the newest copy the journal kept that differs from the file now, and
     relaunch; recover an apply that was killed (its lock cleared, its server started).
+    `site`: how the server comes back (default: the launch file's own source on `transport`).
 
     Only copies the doctor made are restored (fix/journal.py): never a `*.bak` name found
     beside the file. One equal to the current file (an apply that ran over an already fixed
     file) is skipped: restoring it would change nothing.
     """
-    a = Applier(spec, transport, health_timeout)
+    site = site or FileSite(Applier(spec, transport, health_timeout), source)
+    a = site.a
     with signals.interruptible():
         try:
-            real = a.real_path(source)
+            real = site.source = a.real_path(source)
             j = a.lock(real, datetime_stamp(), recover=True)
         except DoctorError as e:
             a.unlock()
@@ -735,7 +880,7 @@ def rollback(
             a.unlock()
             return Outcome("failed", f"nothing changed: {INTERRUPTED}", steps=a.steps)
         try:
-            return _rollback_locked(a, j, source, real, facts, launch)
+            return _rollback_locked(site, j, source, facts, launch)
         except KeyboardInterrupt:
             return Outcome("failed", f"{INTERRUPTED}: see the steps", steps=a.steps)
         except DoctorError as e:
@@ -751,24 +896,23 @@ def datetime_stamp() -> str:
 
 
 def _rollback_locked(
-    a: Applier, j: Journal, source: str, real: str, facts: HostFacts, launch: LaunchArgs
+    site: FileSite, j: Journal, source: str, facts: HostFacts, launch: LaunchArgs
 ) -> Outcome:
     """The rollback under the lock: the copy to restore (or an interrupted apply's server to
     start), checked before any change, then restored and relaunched."""
-    spec, t = a.spec, a.t
+    a, real, spec, live = site.a, site.source, site.a.spec, site.live
     current, cur_id = a.current(real)
     chain = j.copies()
     pending = j.unfinished()
     pick = next(((e, data) for e, data in chain if data != current), None)
     pid = spec.hints.pid or facts.server_pid()
-    live = t.relaunch_refused is None
     up = pid is not None and a._alive(pid)
     if pick is None and not (live and pending is not None and not up):
         if pending is not None:
             j.mark(pending, "recovered")
         why = "found" if not chain else "differs from the current file"
         return Outcome("failed", f"no dflash-doctor backup of {source} {why}", steps=a.steps)
-    if live and not source_for(launch.kind).managed and not spec.fix.relaunch:
+    if live and not a.kind(launch).managed and not spec.fix.relaunch:
         a.owner_of(pid if up else None, real)  # as whom it comes back, before any change
         if not up and a.answers(launch):
             # No server of this file runs (a stale pid, one that exited), yet the port
@@ -799,8 +943,8 @@ def _rollback_locked(
                 steps=a.steps,
             )  # fmt: skip
         log = facts.log.value.path if facts.log.value is not None else spec.hints.log_path
-        a.relaunch(launch, real, pid if up else None, log)
-    why_not = a.back_up_and_ours(launch)
+        site.relaunch(launch, pid if up else None, log)
+    why_not = _came_back(site, launch)
     _finish(j, pending, pick)
     if why_not is not None:
         return Outcome(
@@ -808,7 +952,7 @@ def _rollback_locked(
             f"rolled back the file, but the old server did not come back: {why_not}; "
             f"start it with {source}",
             bak,
-            a.log_tail(facts),
+            site.log_tail(facts),
             a.steps,
         )
     return Outcome("applied", "rolled back and relaunched", bak, steps=a.steps)

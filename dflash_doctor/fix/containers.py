@@ -1,16 +1,20 @@
-"""`fix` for servers in containers: Docker (compose-managed or `docker run`) and Kubernetes.
+"""`fix` for servers in containers, each a launch source of the one apply loop
+(fix/apply.py `apply_plan`, a `Site`): Docker (compose-managed or `docker run`) and Kubernetes.
 
 - compose: the service's `command` in its compose file (from the container's compose labels)
-  is edited as any launch file, then `docker compose up -d SERVICE` (or `docker-compose`)
-  recreates it; a failed relaunch restores the file and recreates it again;
-- `docker run`: prints the exact `docker run` with the changed command; `--apply` keeps the old
-  container (stopped, renamed NAME-dflash-old) while a new one is made from its own inspect
-  JSON (every setting kept; only Entrypoint/Cmd change) through the Engine API; the old one is
-  removed only once the new one is healthy and verified, and is otherwise renamed back and
-  started: the host is never left without its server. The backup is the old inspect JSON
-  (`--rollback` recreates from it);
+  is a launch file as any other (`ContainerComposeSite`: locked, journaled, backed up,
+  written, read back), relaunched by the project's own `docker compose up -d SERVICE` (or
+  `docker-compose`) and checked inside the recreated container; a failed relaunch restores
+  the file and recreates it again;
+- `docker run`: prints the exact `docker run` with the changed command; `--apply`
+  (`DockerRunSite`) keeps the old container (stopped, renamed NAME-dflash-old) while a new
+  one is made from its own inspect JSON (every setting kept; only Entrypoint/Cmd change)
+  through the Engine API; the old one is removed only once the new one is healthy and
+  verified, and is otherwise renamed back and started: the host is never left without its
+  server. The backup is the old inspect JSON (`--rollback` recreates from it, through the
+  same loop);
 - Kubernetes: prints a JSON patch of the pod's owner (Deployment, StatefulSet,
-  LeaderWorkerSet) as a `kubectl patch` command; never changes a cluster.
+  LeaderWorkerSet) as a `kubectl patch` command; never changes a cluster (`refused`).
 """
 
 from __future__ import annotations
@@ -19,20 +23,23 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FactError, TransportError
-from dflash_doctor.facts.launch import parse_argv, parse_launch_file
+from dflash_doctor.facts.launch import parse_argv, parse_compose, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
-from dflash_doctor.fix.apply import Applier
-from dflash_doctor.fix.edits import EDITABLE, edit_argv
+from dflash_doctor.facts.shell import Reader
+from dflash_doctor.fix.apply import Applier, FileSite, Outcome, apply_plan, rollback
+from dflash_doctor.fix.edits import edit_argv
+from dflash_doctor.fix.launch_sources import ComposeService
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
-from dflash_doctor.fix.report import FixOutcome, FixReport, PlanView
-from dflash_doctor.gather import gather
+from dflash_doctor.fix.report import PlanView
 from dflash_doctor.hosts import HostSpec
-from dflash_doctor.redact import redact_argv, redact_block, redact_text
+from dflash_doctor.redact import redact_argv, redact_block
 from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.docker import DockerTransport
@@ -42,24 +49,31 @@ OLD_SUFFIX = "-dflash-old"
 STATE_ENV = "DFLASH_DOCTOR_STATE_DIR"
 
 
+@dataclass(frozen=True)
+class ContainerFix:
+    """A container's fix as planned and shown, and how `--apply` and `--rollback` carry it
+    out: both through the one loop of fix/apply.py. `failed`: why there is nothing to plan
+    (a compose file that sets no command); `refused`: why nothing is ever applied
+    (Kubernetes: the doctor never changes a cluster)."""
+
+    plan: FixPlan | None
+    view: PlanView | None
+    apply: Callable[[FixPlan, str], Outcome] | None = None
+    roll_back: Callable[[], Outcome] | None = None
+    failed: str | None = None
+    refused: str | None = None
+
+
 def container_fix(
-    spec: HostSpec,
-    transport: Transport,
-    facts: HostFacts,
-    *,
-    apply: bool,
-    roll_back: bool,
-    stamp: str,
-    health_timeout: float,
-) -> FixReport | None:
+    spec: HostSpec, transport: Transport, facts: HostFacts, *, health_timeout: float
+) -> ContainerFix | None:
     """The fix of a container host, or None when `transport` is not one."""
     if isinstance(transport, KubernetesTransport):
-        return _kubernetes(spec, transport, facts, apply=apply or roll_back)
+        return _kubernetes(spec, transport, facts)
     if isinstance(transport, DockerTransport):
-        fixer = DockerFix(spec, transport, facts, stamp, health_timeout)
         if transport.info.compose_service and transport.info.compose_files:
-            return fixer.compose(apply=apply, roll_back=roll_back)
-        return fixer.run_container(apply=apply, roll_back=roll_back)
+            return _compose(spec, transport, facts, health_timeout)
+        return _docker_run(spec, transport, facts, health_timeout)
     return None
 
 
@@ -74,16 +88,9 @@ def _launch_of(argv: list[str], source: str) -> LaunchArgs:
         raise FactError(f"{source}: its command runs no SGLang server directly ({e})") from None
 
 
-# -- Kubernetes ---------------------------------------------------------------------------
-
-
-def _kubernetes(
-    spec: HostSpec, t: KubernetesTransport, facts: HostFacts, *, apply: bool
-) -> FixReport:
-    pod = t.pod
-    where = f"pod {t.target.namespace}/{pod.name} container {pod.container}"
-    running = _launch_of(pod.argv, where)
-    plan = plan_fixes(
+def _running_plan(spec: HostSpec, facts: HostFacts, running: LaunchArgs) -> FixPlan:
+    """The plan for a launch no file on the host holds (its command line only)."""
+    return plan_fixes(
         spec.name,
         run_checks(facts),
         source=None,
@@ -91,8 +98,19 @@ def _kubernetes(
         source_launch=None,
         running=running,
     )
+
+
+# -- Kubernetes ---------------------------------------------------------------------------
+
+
+def _kubernetes(spec: HostSpec, t: KubernetesTransport, facts: HostFacts) -> ContainerFix:
+    """The pod's owner's patch, shown; `--apply` is refused (a cluster changes through its
+    own pipeline)."""
+    pod = t.pod
+    where = f"pod {t.target.namespace}/{pod.name} container {pod.container}"
+    plan = _running_plan(spec, facts, _launch_of(pod.argv, where))
     if not plan.changes or plan.new_argv is None:
-        return FixReport(host=spec.name, outcome="planned", plan=_view(plan))
+        return ContainerFix(plan, _view(plan))
     # The pod's own words, edited (the parsed launch has its secrets hidden), then redacted
     # for showing.
     raw_argv = edit_argv(pod.argv, plan.edits)
@@ -116,15 +134,12 @@ def _kubernetes(
             "before applying"
         )
     view = PlanView(command=command, command_intro=intro, manual=plan.manual, notes=notes)
-    if apply:
-        return FixReport(
-            host=spec.name,
-            outcome="error",
-            plan=view,
-            error="not applied: dflash-doctor never changes a cluster; apply the patch "
-            "above through your usual pipeline",
-        )
-    return FixReport(host=spec.name, outcome="planned", plan=view)
+    return ContainerFix(
+        plan,
+        view,
+        refused="not applied: dflash-doctor never changes a cluster; apply the patch "
+        "above through your usual pipeline",
+    )
 
 
 # A Kubernetes dependent variable, `$(NAME)`: the secret stays in the cluster, the word is not one.
@@ -139,6 +154,331 @@ def _redact_keeping_references(argv: list[str]) -> list[str]:
 
 
 # -- Docker -------------------------------------------------------------------------------
+
+
+# -- what both Docker sites share: the recreated container, checked from inside -----------
+
+
+@contextmanager
+def _inside(spec: HostSpec, t: DockerTransport) -> Iterator[Transport]:
+    """The container as it runs now (recreated: a new id under the same name), reached
+    through the engine host's connection, which stays open for the rest of the fix."""
+    outer = cast(Transport, _Borrowed(t.outer))
+    with DockerTransport(spec.name, outer, t.container) as fresh:
+        yield fresh
+
+
+def _logs_tail(t: DockerTransport) -> list[str]:
+    """The container's last log lines (`docker logs`: the server's stdout and stderr)."""
+    try:
+        data = b"".join(t.runtime_log(tail_lines=20))
+    except DoctorError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-20:]
+
+
+def _engine(t: DockerTransport) -> Any:
+    """This machine's Docker engine, or None: `--apply` recreates its containers only."""
+    from dflash_doctor.transport.docker_engine import Engine, engine_socket
+
+    path = engine_socket()
+    if t.outer.remote or path is None:  # the engine socket is on this machine
+        return None
+    return Engine(path)
+
+
+# -- `docker run` containers ----------------------------------------------------------------
+
+
+class DockerRunSite:
+    """A `docker run` container's launch: its settings (inspect JSON), backed up to the state
+    directory; "written" by recreating the container from them with the new command. The old
+    container is kept (stopped, renamed NAME-dflash-old) until the new one is verified."""
+
+    def __init__(
+        self,
+        a: Applier,
+        t: DockerTransport,
+        raw: dict[str, Any],
+        argv: list[str] | None,
+        *,
+        restoring: Path | None = None,
+    ) -> None:
+        self.a = a
+        self.t = t
+        self.raw = raw  # what the new container is made from
+        self.argv = argv  # its command (None: the one `raw` holds)
+        self.restoring = restoring  # `--rollback`: the backup `raw` was read from
+        self.name = t.info.name
+        self.kept = self.name + OLD_SUFFIX
+        self.live = True
+        self.changed = False  # the old container renamed aside
+        self.created = False
+        self.engine: Any = None
+
+    @property
+    def where(self) -> str:
+        return f"container {self.name}"
+
+    @property
+    def done(self) -> str:
+        if self.restoring is not None:
+            return f"rolled back {self.name} to {self.restoring.name}"
+        return f"applied to container {self.name}"
+
+    def lock(self, stamp: str) -> None:
+        self.engine = _engine(self.t)
+        if self.engine is None:
+            raise TransportError(
+                "not applied: --apply recreates containers of this machine's Docker engine "
+                "only; run the command above there"
+            )
+
+    def unlock(self) -> None:
+        return None
+
+    def write(self, plan: FixPlan, stamp: str, pid: int | None) -> str:
+        """The backup (nothing changes on the engine before the relaunch); a rollback's
+        backup is the one it restores from, never a new one."""
+        _launch_of(self.argv if self.argv is not None else _argv_of(self.raw), self.where)
+        if self.restoring is not None:
+            self.a.steps.append(f"restoring {self.name} from {self.restoring}")
+            return str(self.restoring)
+        backup = _backup(self.t.info.raw, self.name, stamp)
+        self.a.steps.append(f"backup: {backup}")
+        return str(backup)
+
+    def relaunch(self, launch: LaunchArgs, pid: int | None, log: str | None) -> None:
+        engine = self.engine
+        engine.rename(self.name, self.kept)
+        self.changed = True
+        engine.stop(self.kept)
+        self.a.steps.append(f"stopped {self.name} (kept as {self.kept})")
+        self.created = True  # a failed create leaves nothing to remove (404 is fine)
+        engine.create(self.name, self.raw, self.argv)
+        engine.start(self.name)
+        self.a.steps.append(f"created and started {self.name}")
+
+    def restore(self) -> None:
+        if self.created:
+            self.engine.remove(self.name)
+            self.created = False
+        if self.changed:
+            self.engine.rename(self.kept, self.name)
+
+    def relaunch_old(self, launch: LaunchArgs, log: str | None) -> bool:
+        if not self.changed:
+            return False
+        self.engine.start(self.name)
+        self.a.steps.append(f"restored the old container {self.name}")
+        return True
+
+    def served(self) -> AbstractContextManager[Transport]:
+        return _inside(self.a.spec, self.t)
+
+    def commit(self) -> None:
+        try:
+            self.engine.remove(self.kept)
+            self.a.steps.append(f"removed the old container {self.kept}")
+        except DoctorError as e:
+            self.a.steps.append(f"could not remove {self.kept}: {e}")
+
+    def log_tail(self, facts: HostFacts | None) -> list[str]:
+        return _logs_tail(self.t)
+
+    def way_out(self, bak: str) -> str:
+        return (
+            f"The old container is kept as {self.kept}: `docker rm -f {self.name}`, "
+            f"`docker rename {self.kept} {self.name}` and `docker start {self.name}` bring it "
+            f"back (its settings are in {bak})"
+        )
+
+    def start_hint(self) -> str:
+        return f"start it with `docker start {self.name}`"
+
+
+def _docker_run(
+    spec: HostSpec, t: DockerTransport, facts: HostFacts, health_timeout: float
+) -> ContainerFix:
+    """The `docker run` that starts the container with the fix; `--apply` recreates it."""
+    info = t.info
+    plan = _running_plan(spec, facts, _launch_of(info.argv, f"container {info.name}"))
+
+    def roll_back() -> Outcome:
+        return _rollback_run(spec, t, facts, health_timeout)
+
+    if not plan.changes or plan.new_argv is None:
+        return ContainerFix(plan, _view(plan), roll_back=roll_back)
+    # The container's own words, edited: the parsed launch has its secrets hidden, and
+    # the recreated container must get the real ones.
+    new_argv = edit_argv(info.argv, plan.edits)
+    view = _view(
+        plan,
+        command=shlex.join(docker_run_command(info.raw, new_argv)),
+        command_intro=f"container {info.name} was started by docker run: start it with",
+        relaunch=f"--apply recreates {info.name} with every other setting kept "
+        "(backup: its docker inspect JSON)",
+    )
+
+    def apply(plan: FixPlan, stamp: str) -> Outcome:
+        a = Applier(spec, t.outer, health_timeout)
+        site = DockerRunSite(a, t, info.raw, new_argv)
+        return apply_plan(spec, t, plan, facts, stamp=stamp, site=site)
+
+    return ContainerFix(plan, view, apply=apply, roll_back=roll_back)
+
+
+def _rollback_run(
+    spec: HostSpec, t: DockerTransport, facts: HostFacts, health_timeout: float
+) -> Outcome:
+    """The newest inspect JSON kept that differs from the container now, recreated through
+    the same loop as an apply (its re-check: health only, there is nothing to prove)."""
+    name = t.info.name
+    saved = sorted(state_dir().glob(f"{name}.*.inspect.json"))
+    current = _argv_of(t.info.raw)
+    for path in reversed(saved):
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            return Outcome("failed", f"{path}: cannot read the backup: {e}")
+        if _argv_of(raw) != current:
+            break
+    else:
+        return Outcome("failed", f"no backup of {name} differs from it: nothing to roll back")
+    running = _launch_of(t.info.argv, f"container {name}")
+    plan = FixPlan(host=spec.name, source=None, launch=running, new_argv=_argv_of(raw))
+    site = DockerRunSite(Applier(spec, t.outer, health_timeout), t, raw, None, restoring=path)
+    return apply_plan(spec, t, plan, facts, stamp=path.name, site=site)
+
+
+def _backup(raw: dict[str, Any], name: str, stamp: str) -> Path:
+    """The container's inspect JSON in the state directory, readable by its owner only."""
+    d = state_dir()
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = d / f"{name}.{stamp}.inspect.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(raw, indent=1), encoding="utf-8")
+    tmp.chmod(0o600)  # the inspect JSON holds the container's environment, secrets too
+    tmp.replace(path)
+    return path
+
+
+# -- compose-managed containers ---------------------------------------------------------------
+
+
+class ContainerCompose(ComposeService):
+    """A compose-managed container's service: its compose file (on the engine host) is
+    parsed and edited as any compose file, and recreated by the project's own `up` (its
+    name, directory and every file, from the container's labels), by the compose tool the
+    engine host has."""
+
+    def __init__(self, t: DockerTransport, tool: str | None) -> None:
+        self.info = t.info
+        self.tool = tool
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return parse_compose(data, source=source, service=self.info.compose_service)
+
+    def up(self, source: str) -> list[str]:
+        """`docker compose` (or `docker-compose`) `up --detach` of this one service."""
+        info = self.info
+        words = [
+            *(self.tool or "docker compose").split(),
+            "--project-name",
+            info.compose_project or "",
+            "--project-directory",
+            info.compose_dir or os.path.dirname(source),
+        ]
+        for f in info.compose_files:
+            words += ["--file", f]
+        return [*words, "up", "--detach", "--", info.compose_service or ""]
+
+    def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
+        if self.tool is None:
+            raise TransportError(
+                "neither `docker compose` nor `docker-compose` runs on the engine host"
+            )
+        return [self.up(source)]
+
+    def describe(self, source: str, service: str | None) -> str:
+        return shlex.join(self.up(source))
+
+
+class ContainerComposeSite(FileSite):
+    """The compose file of a compose-managed container: a launch file on the engine host
+    (locked, journaled, backed up, written and read back as any), whose server is checked
+    inside the container the relaunch recreated."""
+
+    def __init__(self, a: Applier, link: str, t: DockerTransport) -> None:
+        super().__init__(a, link)
+        self.t = t
+
+    def served(self) -> AbstractContextManager[Transport]:
+        return _inside(self.a.spec, self.t)
+
+    def log_tail(self, facts: HostFacts | None) -> list[str]:
+        return _logs_tail(self.t)
+
+
+def _compose_tool(outer: Transport) -> str | None:
+    """`docker compose` (the plugin), else `docker-compose` (v1), on the engine host."""
+    for candidate in (["docker", "compose"], ["docker-compose"]):
+        try:
+            if outer.run([*candidate, "version"], timeout=30).ok:
+                return " ".join(candidate)
+        except DoctorError:
+            continue
+    return None
+
+
+def _compose(
+    spec: HostSpec, t: DockerTransport, facts: HostFacts, health_timeout: float
+) -> ContainerFix:
+    """The compose file's diff; `--apply` writes it and recreates the service."""
+    info, outer = t.info, t.outer
+    source = text = None
+    launch: LaunchArgs | None = None
+    for path in info.compose_files:
+        try:
+            data = outer.read_file(path, max_bytes=1 << 20)
+            launch = parse_launch_file(data, source=path, path=path, service=info.compose_service)
+        except (DoctorError, UnicodeDecodeError):
+            continue
+        source, text = path, data.decode("utf-8")
+        break
+    if source is None or text is None or launch is None:
+        why = (
+            f"no compose file of {info.name} sets service {info.compose_service}'s command "
+            f"({', '.join(info.compose_files)})"
+        )
+        return ContainerFix(None, None, failed=why)
+    kind = ContainerCompose(t, _compose_tool(outer))
+    found: tuple[str, LaunchArgs] = (source, launch)
+
+    def site() -> ContainerComposeSite:
+        return ContainerComposeSite(Applier(spec, outer, health_timeout, kind), found[0], t)
+
+    def roll_back() -> Outcome:
+        return rollback(spec, outer, found[0], facts, found[1], health_timeout, site())
+
+    plan = plan_fixes(
+        spec.name,
+        run_checks(facts),
+        source=source,
+        source_text=text,
+        source_launch=launch,
+        running=facts.launch.value,
+    )
+    if not plan.changes or plan.new_text is None:
+        return ContainerFix(plan, _view(plan), roll_back=roll_back)
+    view = _view(plan, diff=redact_block(plan.diff()), relaunch=kind.describe(source, None))
+
+    def apply(plan: FixPlan, stamp: str) -> Outcome:
+        return apply_plan(spec, outer, plan, facts, stamp=stamp, site=site())
+
+    return ContainerFix(plan, view, apply=apply, roll_back=roll_back)
 
 
 def docker_run_command(raw: dict[str, Any], argv: list[str]) -> list[str]:
@@ -207,361 +547,6 @@ def state_dir() -> Path:
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "dflash-doctor"
     )
     return Path(base) / "docker"
-
-
-class DockerFix:
-    def __init__(
-        self,
-        spec: HostSpec,
-        t: DockerTransport,
-        facts: HostFacts,
-        stamp: str,
-        health_timeout: float,
-    ) -> None:
-        self.spec = spec
-        self.t = t
-        self.facts = facts
-        self.view: PlanView | None = None
-        self.stamp = stamp
-        self.health_timeout = health_timeout
-        self.steps: list[str] = []
-
-    # -- verification shared by compose and run -------------------------------------------
-
-    def verify(self, plan: FixPlan | None, launch: LaunchArgs) -> str | None:
-        """None when the recreated container is healthy (and, after a fix, its checks pass)."""
-        try:
-            outer = cast(Transport, _Borrowed(self.t.outer))
-            fresh = DockerTransport(self.spec.name, outer, self.t.container)
-        except DoctorError as e:
-            return str(e)
-        with fresh:
-            applier = Applier(self.spec, fresh, self.health_timeout)
-            failure = applier.wait_healthy(launch)
-            self.steps += applier.steps
-            if failure is not None or plan is None:
-                return failure
-            new_facts = gather(self.spec, fresh)
-            still = [
-                r.check_id
-                for r in run_checks(new_facts, plan.check_ids)
-                if any(x.action in EDITABLE for f in r.findings for x in f.fixes)
-            ]
-            if still:
-                return f"after the relaunch {', '.join(still)} still fail"
-            if set(plan.check_ids) & set(SPAN_CHECKS):
-                mismatch = span_mismatch(new_facts)
-                if mismatch is not None:
-                    return f"after the relaunch the served spans differ: {mismatch}"
-        return None
-
-    def _logs_tail(self) -> list[str]:
-        try:
-            data = b"".join(self.t.runtime_log(tail_lines=20))
-        except DoctorError:
-            return []
-        return data.decode("utf-8", "replace").splitlines()[-20:]
-
-    def _report(
-        self,
-        ok: bool,
-        message: str,
-        tail: list[str] | None = None,
-        outcome: FixOutcome | None = None,
-    ) -> FixReport:
-        return FixReport(
-            host=self.spec.name,
-            outcome=outcome or ("applied" if ok else "failed"),
-            plan=self.view,
-            steps=[redact_text(step) for step in self.steps],
-            message=redact_text(message),
-            log_tail=[redact_text(line) for line in tail or []],
-        )
-
-    # -- `docker run` containers ----------------------------------------------------------
-
-    def run_container(self, *, apply: bool, roll_back: bool) -> FixReport:
-        info = self.t.info
-        if roll_back:
-            return self.rollback_run()
-        running = _launch_of(info.argv, f"container {info.name}")
-        plan = plan_fixes(
-            self.spec.name,
-            run_checks(self.facts),
-            source=None,
-            source_text=None,
-            source_launch=None,
-            running=running,
-        )
-        if not plan.changes or plan.new_argv is None:
-            return FixReport(host=self.spec.name, outcome="planned", plan=_view(plan))
-        # The container's own words, edited: the parsed launch has its secrets hidden, and
-        # the recreated container must get the real ones.
-        new_argv = edit_argv(info.argv, plan.edits)
-        self.view = _view(
-            plan,
-            command=shlex.join(docker_run_command(info.raw, new_argv)),
-            command_intro=f"container {info.name} was started by docker run: start it with",
-            relaunch=f"--apply recreates {info.name} with every other setting kept "
-            "(backup: its docker inspect JSON)",
-        )
-        if not apply:
-            return FixReport(host=self.spec.name, outcome="planned", plan=self.view)
-        engine = self._engine()
-        if engine is None:
-            return self._report(
-                False,
-                "not applied: --apply recreates containers of this "
-                "machine's Docker engine only; run the command above there",
-            )
-        backup = self._backup(info.raw)
-        self.steps.append(f"backup: {backup}")
-        return self._recreate(engine, info.raw, new_argv, plan, f"applied to container {info.name}")
-
-    def _engine(self) -> Any:
-        from dflash_doctor.transport.docker_engine import Engine, engine_socket
-
-        path = engine_socket()
-        if self.t.outer.remote or path is None:  # the engine socket is on this machine
-            return None
-        return Engine(path)
-
-    def _backup(self, raw: dict[str, Any]) -> Path:
-        d = state_dir()
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = d / f"{self.t.info.name}.{self.stamp}.inspect.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(raw, indent=1), encoding="utf-8")
-        tmp.chmod(0o600)  # the inspect JSON holds the container's environment, secrets too
-        tmp.replace(path)
-        return path
-
-    def _recreate(
-        self,
-        engine: Any,
-        raw: dict[str, Any],
-        argv: list[str] | None,
-        plan: FixPlan | None,
-        done: str,
-    ) -> FixReport:
-        """Replace the running container by one made from `raw` (running `argv`), keeping the
-        old one until the new one is verified; on failure the old one runs again."""
-        name = self.t.info.name
-        old = name + OLD_SUFFIX
-        new_argv = argv if argv is not None else _argv_of(raw)
-        try:
-            launch = _launch_of(new_argv, f"container {name}")
-            engine.rename(name, old)
-        except DoctorError as e:
-            return self._report(False, f"nothing changed: {e}")
-        failure: str | None = None
-        try:
-            engine.stop(old)
-            self.steps.append(f"stopped {name} (kept as {old})")
-            engine.create(name, raw, argv)
-            engine.start(name)
-            self.steps.append(f"created and started {name}")
-            failure = self.verify(plan, launch)
-        except DoctorError as e:
-            failure = str(e)
-        except KeyboardInterrupt:
-            failure = "interrupted (Ctrl-C or SIGTERM)"
-        if failure is None:
-            try:
-                engine.remove(old)
-                self.steps.append(f"removed the old container {old}")
-            except DoctorError as e:
-                self.steps.append(f"could not remove {old}: {e}")
-            return self._report(True, f"{done} and verified")
-        tail = self._logs_tail()
-        try:
-            engine.remove(name)
-            engine.rename(old, name)
-            engine.start(name)
-            self.steps.append(f"restored the old container {name}")
-            back = self.verify(None, _launch_of(_argv_of(self.t.info.raw), f"container {name}"))
-        except DoctorError as e:
-            back = str(e)
-        if back is not None:
-            return self._report(False, f"{failure}; ROLLBACK FAILED: {back}", tail)
-        return self._report(
-            False, f"{failure}; rolled back: the old container runs again", tail, "rolled_back"
-        )
-
-    def rollback_run(self) -> FixReport:
-        name = self.t.info.name
-        saved = sorted(state_dir().glob(f"{name}.*.inspect.json"))
-        current = _argv_of(self.t.info.raw)
-        for path in reversed(saved):
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
-                return self._report(False, f"{path}: cannot read the backup: {e}")
-            if _argv_of(raw) != current:
-                break
-        else:
-            return self._report(False, f"no backup of {name} differs from it: nothing to roll back")
-        engine = self._engine()
-        if engine is None:
-            return self._report(False, "not rolled back: this machine's Docker engine only")
-        self.steps.append(f"restoring {name} from {path}")
-        return self._recreate(engine, raw, None, None, f"rolled back {name} to {path.name}")
-
-    # -- compose-managed containers -------------------------------------------------------
-
-    def compose(self, *, apply: bool, roll_back: bool) -> FixReport:
-        info = self.t.info
-        outer = self.t.outer
-        service = info.compose_service
-        source = text = None
-        launch: LaunchArgs | None = None
-        for path in info.compose_files:
-            try:
-                data = outer.read_file(path, max_bytes=1 << 20)
-                launch = parse_launch_file(data, source=path, path=path, service=service)
-            except (DoctorError, UnicodeDecodeError):
-                continue
-            source, text = path, data.decode("utf-8")
-            break
-        if source is None or text is None or launch is None:
-            return self._report(
-                False,
-                f"no compose file of {info.name} sets service {service}'s command "
-                f"({', '.join(info.compose_files)})",
-            )
-        if roll_back:
-            return self.compose_rollback(source, text, launch)
-        plan = plan_fixes(
-            self.spec.name,
-            run_checks(self.facts),
-            source=source,
-            source_text=text,
-            source_launch=launch,
-            running=self.facts.launch.value,
-        )
-        if not plan.changes or plan.new_text is None:
-            return FixReport(host=self.spec.name, outcome="planned", plan=_view(plan))
-        up = shlex.join(self._compose_up(source, self._compose_tool() or "docker compose"))
-        self.view = _view(plan, diff=redact_block(plan.diff()), relaunch=up)
-        if not apply:
-            return FixReport(host=self.spec.name, outcome="planned", plan=self.view)
-        # Backed up, locked and journaled as a launch script is (fix/apply.py, journal.py):
-        # the compose file's directory is its owner's, the doctor's state is not.
-        a = Applier(self.spec, outer, self.health_timeout)
-        try:
-            real = a.real_path(source)
-            a.lock(real, self.stamp).begin(link=source)
-        except DoctorError as e:
-            a.unlock()
-            return self._report(False, f"nothing changed: {e}")
-        try:
-            return self._compose_apply(a, plan, real, text, launch)
-        finally:
-            a.unlock()
-
-    def _compose_apply(
-        self, a: Applier, plan: FixPlan, source: str, text: str, launch: LaunchArgs
-    ) -> FixReport:
-        """The compose file backed up and written under the lock, the service recreated and
-        verified, or the old file and service put back."""
-        assert plan.new_text is not None and plan.new_argv is not None
-        try:
-            old, ident = a.current(source)
-            if old.decode("utf-8", "replace") != text:
-                raise TransportError(f"{source} changed since it was read; run fix again")
-            a.backup(source, self.stamp, old, ident)
-            a.write(source, plan.new_text.encode(), ident.mode, expect=ident)
-            a.step("written")
-        except DoctorError as e:
-            self.steps += a.steps
-            return self._report(False, f"nothing relaunched, the server runs as before: {e}")
-        self.steps += [*a.steps, f"wrote {source}"]
-        a.step("stopping", stopping="docker compose up")
-        failure = self._up(source) or self.verify(plan, _launch_of(plan.new_argv, source))
-        if failure is None:
-            a.step("done")
-            return self._report(True, f"applied to {source} and verified")
-        tail = self._logs_tail()
-        a.step("rolling_back")
-        try:
-            a.write(source, old, ident.mode)
-            self.steps.append(f"restored {source}")
-            back = self._up(source) or self.verify(None, launch)
-        except DoctorError as e:
-            back = str(e)
-        a.step("failed" if back is not None else "rolled_back")
-        if back is not None:
-            return self._report(False, f"{failure}; ROLLBACK FAILED: {back}", tail)
-        return self._report(
-            False, f"{failure}; rolled back: {source} restored", tail, "rolled_back"
-        )
-
-    def compose_rollback(self, source: str, text: str, launch: LaunchArgs) -> FixReport:
-        """The newest copy the journal kept that differs from the compose file, restored
-        (never a `*.bak` name found beside it), then the service recreated."""
-        a = Applier(self.spec, self.t.outer, self.health_timeout)
-        try:
-            real = a.real_path(source)
-            j = a.lock(real, self.stamp, recover=True)
-            current, cur_id = a.current(real)
-            pick = next(((e, d) for e, d in j.copies() if d != current), None)
-            if pick is None:
-                return self._report(
-                    False, f"no backup of {source} differs from it: nothing to roll back"
-                )
-            entry, old = pick
-            mode = entry.get("mode")
-            a.write(real, old, mode if isinstance(mode, int) else cur_id.mode, expect=cur_id)
-            j.mark(entry, "rolled_back")
-        except DoctorError as e:
-            return self._report(False, f"not rolled back: {e}")
-        finally:
-            a.unlock()
-        self.steps += [*a.steps, f"restored {real} from {entry.get('backup')}"]
-        restored = parse_launch_file(
-            old, source=source, path=source, service=self.t.info.compose_service
-        )
-        failure = self._up(source) or self.verify(None, restored)
-        if failure is not None:
-            return self._report(False, f"rolled back {source}, but {failure}", self._logs_tail())
-        return self._report(True, f"rolled back {source} and the server is healthy")
-
-    def _compose_up(self, source: str, tool: str) -> list[str]:
-        info = self.t.info
-        words = [
-            *tool.split(),
-            "--project-name",
-            info.compose_project or "",
-            "--project-directory",
-            info.compose_dir or os.path.dirname(source),
-        ]
-        for f in info.compose_files:
-            words += ["--file", f]
-        return [*words, "up", "--detach", "--", info.compose_service or ""]
-
-    def _compose_tool(self) -> str | None:
-        """`docker compose` (the plugin), else `docker-compose` (v1), on the engine host."""
-        for candidate in (["docker", "compose"], ["docker-compose"]):
-            try:
-                if self.t.outer.run([*candidate, "version"], timeout=30).ok:
-                    return " ".join(candidate)
-            except DoctorError:
-                continue
-        return None
-
-    def _up(self, source: str) -> str | None:
-        """Recreate the service; None when that ran."""
-        outer = self.t.outer
-        tool = self._compose_tool()
-        if tool is None:
-            return "neither `docker compose` nor `docker-compose` runs on the engine host"
-        argv = self._compose_up(source, tool)
-        res = outer.run(argv, timeout=max(self.health_timeout, 60))
-        if not res.ok:
-            lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
-            return f"{shlex.join(argv)} failed: {lines[-1][:200] if lines else res.returncode}"
-        self.steps.append(f"ran {shlex.join(argv)}")
-        return None
 
 
 def _argv_of(raw: dict[str, Any]) -> list[str]:

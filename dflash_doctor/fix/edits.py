@@ -9,30 +9,18 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 
-from dflash_doctor.checks.base import Fix
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.shell import placeholders
 from dflash_doctor.fix import word_edits as wd
 from dflash_doctor.fix.compose_edits import edit_command
+
+# Re-exported: what an edit is lives below `check` and `fix` both (launch_edits.py).
+from dflash_doctor.launch_edits import EDITABLE as EDITABLE
+from dflash_doctor.launch_edits import Edit as Edit
+from dflash_doctor.launch_edits import edit_argv as edit_argv
 from dflash_doctor.redact import redact_argv
-
-EDITABLE = ("set_flag", "remove_flag", "replace_flag")
-
-
-@dataclass(frozen=True)
-class Edit:
-    action: str
-    flag: str
-    value: str | None = None
-    replaces: str | None = None
-
-    @classmethod
-    def of(cls, fix: Fix) -> Edit:
-        assert fix.flag is not None
-        return cls(fix.action, fix.flag, fix.value, fix.replaces)
 
 
 def _edit_one(text: str, r: wd.Reading, e: Edit, quote: wd.Quote) -> str:
@@ -113,43 +101,6 @@ def edit_compose(text: str, edits: list[Edit], service: str | None = None) -> st
     """A compose file whose SGLang service's `command:` (a list or a string) gets `edits`,
     proved by loading the result (fix/compose_edits.py)."""
     return edit_command(text, lambda argv: edit_argv(argv, edits), service)
-
-
-def edit_argv(argv: list[str], edits: list[Edit]) -> list[str]:
-    """The new command line, for a launch with no writable source."""
-    out = list(argv)
-
-    def locate(flag: str) -> int | None:
-        for i, a in enumerate(out):
-            if a == flag or a.startswith(flag + "="):
-                return i
-        return None
-
-    for e in edits:
-        target = e.replaces if e.action == "replace_flag" and e.replaces else e.flag
-        i = locate(target)
-        if e.action == "remove_flag":
-            if i is not None:
-                has_value = (
-                    "=" not in out[i] and i + 1 < len(out) and not out[i + 1].startswith("-")
-                )
-                del out[i : i + (2 if has_value else 1)]
-            continue
-        if i is None:
-            out += [e.flag] + ([e.value] if e.value is not None else [])
-            continue
-        if "=" in out[i]:
-            out[i] = (
-                f"{e.flag}={e.value}" if e.value is not None else e.flag + out[i][len(target) :]
-            )
-        else:
-            out[i] = e.flag
-            if e.value is not None:
-                if i + 1 < len(out) and not out[i + 1].startswith("-"):
-                    out[i + 1] = e.value
-                else:
-                    out.insert(i + 1, e.value)
-    return out
 
 
 def edit_inventory_launch(

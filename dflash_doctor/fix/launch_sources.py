@@ -4,8 +4,10 @@ systemd drop-in was restarted by its unit's name but described by the drop-in's 
 
 Kinds: `script` (a shell launch script), `systemd` (a unit or a drop-in), `compose` (a compose
 file's service), `argv` (the inventory's or host.yaml's own `launch:` entry) and `process`
-(a bare process: only its command line, no file to edit). Container kinds are added by
-`register(kind, factory)`.
+(a bare process: only its command line, no file to edit). Which kinds are files and how
+each is described live in launch_edits.py (the check path reads them without importing
+fix/). A container's launch (fix/containers.py) is a source too: a compose-managed one is
+ComposeService with its project's own `up`; `register(kind, factory)` adds a kind.
 
 Relaunch is data: the argv lists to run after the write (each through `sudo -n` when the host
 says so), or None for "stop the running server and start the script detached", which
@@ -14,10 +16,9 @@ says so), or None for "stop the running server and start the script detached", w
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import (
@@ -38,6 +39,15 @@ from dflash_doctor.fix.edits import (
 )
 from dflash_doctor.fix.word_edits import quote_shell, read_inline
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
+
+# Re-exported: which kinds are files and how each is described live below `check` and `fix`.
+from dflash_doctor.launch_edits import (
+    compose_up,
+    describe_kind,
+    systemd_restart,
+)
+from dflash_doctor.launch_edits import file_backed as file_backed
+from dflash_doctor.launch_edits import unit_name as unit_name
 
 if TYPE_CHECKING:
     from dflash_doctor.hosts import HostSpec
@@ -91,7 +101,7 @@ class _NoFile:
         return None
 
     def describe(self, source: str, service: str | None) -> str:
-        return "no launch file: restart the server with the new command yourself"
+        return describe_kind(self.kind, source, service)
 
 
 class Script:
@@ -114,20 +124,7 @@ class Script:
         return None
 
     def describe(self, source: str, service: str | None) -> str:
-        return f"stop the running server, start {source} detached, wait for /health, re-check"
-
-
-def unit_name(source: str) -> str:
-    """The systemd unit a unit file or drop-in belongs to.
-
-    A drop-in `/etc/systemd/system/sglang.service.d/override.conf` configures `sglang.service`
-    (systemd.unit(5), "drop-in" directories `NAME.d/`): restarting or naming `override.conf`
-    would be wrong.
-    """
-    parent = posixpath.basename(posixpath.dirname(source.rstrip("/")))
-    if source.endswith(".conf") and parent.endswith(".d") and len(parent) > 2:
-        return parent[: -len(".d")]
-    return posixpath.basename(source)
+        return describe_kind(self.kind, source, service)
 
 
 class SystemdUnit:
@@ -147,10 +144,10 @@ class SystemdUnit:
         return edit_shell(text, launch, edits)
 
     def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
-        return [["systemctl", "daemon-reload"], ["systemctl", "restart", "--", unit_name(source)]]
+        return systemd_restart(source)
 
     def describe(self, source: str, service: str | None) -> str:
-        return f"systemctl daemon-reload && systemctl restart {unit_name(source)}"
+        return describe_kind(self.kind, source, service)
 
 
 class ComposeService:
@@ -168,15 +165,11 @@ class ComposeService:
     def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
         return edit_compose(text, edits)
 
-    def _argv(self, source: str, service: str | None) -> list[str]:
-        argv = ["docker", "compose", "-f", source, "up", "-d", "--force-recreate"]
-        return argv + ([service] if service else [])
-
     def relaunch(self, source: str, service: str | None) -> list[list[str]] | None:
-        return [self._argv(source, service)]
+        return [compose_up(source, service)]
 
     def describe(self, source: str, service: str | None) -> str:
-        return shlex.join(self._argv(source, service))
+        return describe_kind(self.kind, source, service)
 
 
 class InventoryEntry(_NoFile):
@@ -268,11 +261,6 @@ def source_for(kind: str) -> LaunchSource:
     if factory is None:
         raise FactError(f"no launch source of kind {kind!r}")
     return factory()
-
-
-def file_backed(launch: LaunchArgs | None) -> TypeGuard[LaunchArgs]:
-    """Whether `launch` came from a file on the host that `fix` edits."""
-    return launch is not None and source_for(launch.kind).file_backed
 
 
 def parse_file(

@@ -12,7 +12,7 @@ from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
 from dflash_doctor.finders.process import owner_name
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
-from dflash_doctor.fix.containers import container_fix
+from dflash_doctor.fix.containers import ContainerFix, container_fix
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import BenchPair, FixReport, PlanView
@@ -54,17 +54,12 @@ def fix_host(
     try:
         if isinstance(facts := _read_host(spec, transport, local_env, read_timeout), FixReport):
             return facts  # not read within `read_timeout` (_read_host)
-        handled = container_fix(
-            spec,
-            transport,
-            facts,
-            apply=apply,
-            roll_back=roll_back,
-            stamp=stamp,
-            health_timeout=health_timeout,
-        )
-        if handled is not None:
-            return handled
+        container = container_fix(spec, transport, facts, health_timeout=health_timeout)
+        if container is not None:
+            if roll_back or apply:
+                shown = shown if apply and not roll_back else None
+                return _container(spec, container, roll_back=roll_back, shown=shown, stamp=stamp)
+            return _container_plan(spec, container)
         source, text, source_launch = _launch_source(spec, transport, facts)
         if roll_back:
             return _roll_back(spec, transport, facts, source, source_launch, health_timeout)
@@ -91,6 +86,41 @@ def fix_host(
         return FixReport(host=spec.name, outcome="error", error=str(e), plan=view)
     finally:
         transport.close()
+
+
+def _container_plan(spec: HostSpec, c: ContainerFix) -> FixReport:
+    """A container's fix as planned: the change shown, nothing done."""
+    if c.failed is not None:
+        return FixReport(host=spec.name, outcome="failed", message=c.failed)
+    return FixReport(host=spec.name, outcome="planned", plan=c.view)
+
+
+def _container(
+    spec: HostSpec, c: ContainerFix, *, roll_back: bool, shown: PlanView | None, stamp: str
+) -> FixReport:
+    """A container's fix applied or rolled back, through the same loop as a launch file's
+    (fix/apply.py); a Kubernetes pod's is refused (the doctor never changes a cluster)."""
+    changes = c.plan is not None and c.plan.changes
+    if c.refused is not None and changes:
+        return FixReport(host=spec.name, outcome="error", plan=c.view, error=c.refused)
+    if roll_back:
+        if c.roll_back is None:
+            return _container_plan(spec, c)
+        return _outcome(spec.name, c.roll_back())
+    if c.plan is None or c.view is None or c.apply is None:
+        return _container_plan(spec, c)
+    if (stale := _not_shown(spec, c.view, shown)) is not None:
+        return stale
+    return _outcome(spec.name, c.apply(c.plan, stamp), c.view)
+
+
+def _not_shown(spec: HostSpec, view: PlanView, shown: PlanView | None) -> FixReport | None:
+    """`shown`: the plan the user said yes to at the terminal; one that differs by now is
+    not applied (the report says so), None when it is the same."""
+    if shown is None or view == shown:
+        return None
+    message = "nothing changed: the plan is no longer the one shown; run fix again"
+    return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
 
 
 def _read_host(
@@ -229,9 +259,8 @@ def _apply(
     """The plan applied through `writer` (benchmarked before and after on the host when asked
     and the host is live), reported with the view shown. `shown`: the plan the user said
     yes to at the terminal; a plan that differs by now is not applied."""
-    if shown is not None and view != shown:
-        message = "nothing changed: the plan is no longer the one shown; run fix again"
-        return FixReport(host=spec.name, outcome="failed", plan=view, message=message)
+    if (stale := _not_shown(spec, view, shown)) is not None:
+        return stale
     step = None
     if bench is not None and plan.changes and transport.live_refused is None:
         from dflash_doctor.fix.bench_step import BenchStep
