@@ -76,7 +76,7 @@ def _command(
         def parsed(**values: Any) -> None:
             body(options(**values))
 
-        signature = command_signature(options)  # type: ignore[arg-type]
+        signature = command_signature(options)
         parsed.__signature__ = signature  # type: ignore[attr-defined]
         parsed.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
         parsed.__name__, parsed.__doc__ = body.__name__, body.__doc__
