@@ -6,10 +6,9 @@
 
 A function's length is its body, from the line after its docstring (or its first statement) to
 its last line; nested functions count in their parent too and are listed on their own. The
-signature is left
-out because a command's parameters are its list of options, not code to split; the docstring
-because a check's docstring is its documentation page (`explain ID`), which the catalog asks
-to be full (What, Why, Example, Fix, Fix safety, Versions).
+signature is left out because a command's parameters are its list of options, not code to
+split; the docstring because a check's docstring is its documentation page (`explain ID`),
+which the catalog asks to be full (What, Why, Example, Fix, Fix safety, Versions).
 The allow-list, scripts/long_functions_allowed.txt, names the long functions that exist today, one
 `path::qualname` a line; split one and `--write` drops it. `--add-new` lists new long
 functions too: only for those a rebase brought in, since new code is written in pieces of at
