@@ -6,10 +6,9 @@ class into a command (`command_signature`), so the command's body receives one f
 and the modules below the CLI (commands/) read the same value: nothing lists an option twice.
 
 Imports only typer at module level: cli.py imports this for `--help`, which must stay fast
-(tests/test_startup.py).
+(tests/test_startup.py). No `from __future__ import annotations`: the annotations are objects
+already, so building the signatures evaluates no strings.
 """
-
-from __future__ import annotations
 
 import dataclasses
 import inspect
