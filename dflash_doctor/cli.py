@@ -38,6 +38,7 @@ from dflash_doctor.render.text import clean
 # inside it, so `--help` and `checks` never load paramiko, torch, matplotlib or pydantic
 # models they do not use (tests/test_startup.py pins it).
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
     from rich.console import Console
 
     from dflash_doctor.bench.matrix import BenchOptions
@@ -63,7 +64,7 @@ app = typer.Typer(
 # `report merge`: fleets through the tools operators already use (dflash_doctor/fleet/).
 app.add_typer(report_app, name="report")
 
-Args = TypeVar("Args")
+Args = TypeVar("Args", bound="DataclassInstance")
 
 
 def _command(

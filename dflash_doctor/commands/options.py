@@ -15,7 +15,7 @@ import inspect
 import typing
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +30,9 @@ from dflash_doctor.defaults import (
     Severity,
 )
 from dflash_doctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class Format(StrEnum):
@@ -59,7 +62,7 @@ def _sglang_version(value: str | None) -> str | None:
     return value
 
 
-def command_signature(options: type[object]) -> inspect.Signature:
+def command_signature(options: "type[DataclassInstance]") -> inspect.Signature:
     """The parameters typer reads for a command: the fields of its options class, in order."""
     hints = typing.get_type_hints(options, include_extras=True)
     empty = inspect.Parameter.empty
@@ -71,7 +74,7 @@ def command_signature(options: type[object]) -> inspect.Signature:
                 default=empty if f.default is dataclasses.MISSING else f.default,
                 annotation=hints[f.name],
             )
-            for f in dataclasses.fields(options)  # type: ignore[arg-type]
+            for f in dataclasses.fields(options)
         ]
     )
 
