@@ -177,8 +177,11 @@ def probe(args: ProbeArgs) -> None:
         contexts, args.window, args.budget_mib, args.device, args.dtype, args.weights,
         args.python, args.agreement_tokens,
     )  # fmt: skip
-    run = lambda: _probe_one(spec, options, reach, args.fmt, args.plot)  # noqa: E731
-    raise typer.Exit(within_budget(spec.name, args.timeout, run))
+
+    def work() -> int:
+        return _probe_one(spec, options, reach, args.fmt, args.plot)
+
+    raise typer.Exit(within_budget(spec.name, args.timeout, work))
 
 
 def _probe_one(
