@@ -4,10 +4,11 @@
     python scripts/long_functions.py --write            # drop the entries no longer long
     python scripts/long_functions.py --write --add-new  # also list the new ones (after a rebase)
 
-A function's length is its `def` line to its last line, less its docstring (decorators not
-counted; nested functions counted in their parent too and listed on their own). The docstring
-is left out because a check's docstring is its documentation page (`explain ID`), which the
-catalog asks to be full (What, Why, Example, Fix, Fix safety, Versions), not code to split.
+A function's length is its body, from the line after its docstring (or its first statement) to
+its last line; nested functions count in their parent too and are listed on their own. The
+signature is left out because a command's parameters are its list of options, not code to
+split; the docstring because a check's docstring is its documentation page (`explain ID`),
+which the catalog asks to be full (What, Why, Example, Fix, Fix safety, Versions).
 The allow-list, scripts/long_functions_allowed.txt, names the long functions that exist today, one
 `path::qualname` a line; split one and `--write` drops it. `--add-new` lists new long
 functions too: only for those a rebase brought in, since new code is written in pieces of at
@@ -46,15 +47,19 @@ def _functions(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, Functio
                 yield from _functions(getattr(node, block, []), prefix)
 
 
-def _docstring_lines(node: Function) -> int:
-    first = node.body[0] if node.body else None
+def body_lines(node: Function) -> int:
+    """Lines after the docstring (without one: from the first statement or its decorators)
+    to the function's last line."""
+    first = node.body[0]
     if (
         isinstance(first, ast.Expr)
         and isinstance(first.value, ast.Constant)
         and isinstance(first.value.value, str)
     ):
-        return (first.end_lineno or first.lineno) - first.lineno + 1
-    return 0
+        start = (first.end_lineno or first.lineno) + 1
+    else:
+        start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", []))])
+    return (node.end_lineno or node.lineno) - start + 1
 
 
 def long_functions(package: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str, int]:
@@ -66,7 +71,7 @@ def long_functions(package: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str,
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(rel))
         for name, node in _functions(tree.body, ""):
-            lines = (node.end_lineno or node.lineno) - node.lineno + 1 - _docstring_lines(node)
+            lines = body_lines(node)
             if lines > limit:
                 found[f"{rel.as_posix()}::{name}"] = lines
     return found

@@ -25,6 +25,7 @@ from dflash_doctor.fix.journal import PAUSE_ENV, PAUSE_FILE_ENV, open_journal
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.transport.open import open_transport
 from fixtures.stand_in import healthy
+from tests.cli_helper import DOCTOR, doctor_env
 from tests.conftest import REPO
 from tests.test_apply_safety import fix, servers  # noqa: F401 - a fixture
 from tests.test_fix import server_info
@@ -38,14 +39,8 @@ SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
 
 def _paused_apply(inventory: Path, step: str, marker: Path) -> subprocess.Popen[str]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(REPO),
-        "COLUMNS": "200",
-        PAUSE_ENV: step,
-        PAUSE_FILE_ENV: str(marker),
-    }
-    argv = [sys.executable, "-m", "dflash_doctor", "fix", "--health-timeout", "120"]
+    env = doctor_env(200, env={PAUSE_ENV: step, PAUSE_FILE_ENV: str(marker)})
+    argv = [*DOCTOR, "fix", "--health-timeout", "120"]
     return subprocess.Popen(
         [*argv, "-I", str(inventory), "--apply", "--yes"],
         stdout=subprocess.PIPE,

@@ -31,7 +31,8 @@ from dflash_doctor.transport.base import CommandResult
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.open import open_transport
 from fixtures.stand_in import StandIn, end_servers_under, healthy
-from tests.conftest import DEMO_HOST, REPO
+from tests.cli_helper import doctor
+from tests.conftest import DEMO_HOST
 from tests.test_fix import server_info
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="stand-in servers need Linux")
@@ -62,15 +63,7 @@ def servers(tmp_path: Path) -> Iterator[Any]:
 
 
 def fix(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", "fix", "--health-timeout", "120", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-    )
+    return doctor("fix", "--health-timeout", "120", *args, columns=200, timeout=600)
 
 
 def alive(pid: int) -> bool:

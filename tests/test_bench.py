@@ -52,7 +52,8 @@ from dflash_doctor.facts.runtime import parse_runtime, server_address
 from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
 from fixtures.sshd import free_port
 from fixtures.stand_in import copy_models, install_stand_in
-from tests.conftest import REPO, drafter_cfg, host_facts, launch, target_cfg
+from tests.cli_helper import doctor as run_doctor
+from tests.conftest import drafter_cfg, host_facts, launch, target_cfg
 
 SECRET = "sk-bench-fixture-secret-0123456789"
 SMALL = ["--bench-contexts", "512,16384", "--bench-concurrency", "1,2"]
@@ -336,15 +337,7 @@ def stand_in(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
     ssh = ["--known-hosts", str(sshd.known_hosts), "--ssh-config", "/dev/null"]
 
     def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "dflash_doctor", *args],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "250"},
-        )
+        return run_doctor(*args, columns=250, timeout=300)
 
     yield {
         "port": port,

@@ -2,22 +2,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import FIXTURE_HOSTS, REPO
+from tests.cli_helper import doctor
+from tests.conftest import FIXTURE_HOSTS
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-    )
+    return doctor(*args)
 
 
 def test_demo_reports_seed_finding_and_exits_1() -> None:

@@ -20,6 +20,7 @@ from dflash_doctor.facts.launch import parse_launch_file, parse_script
 from dflash_doctor.fix.edits import Edit, edit_argv, edit_compose, edit_shell
 from dflash_doctor.fix.plan import plan_fixes
 from fixtures.stand_in import StandIn, end_servers_under, healthy
+from tests.cli_helper import DOCTOR, doctor, doctor_env
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
 
 # -- editing (pure) --------------------------------------------------------------------------
@@ -199,14 +200,7 @@ def test_offline_fix_makes_the_gate_pass(tmp_path: Path) -> None:
     common = ["--drafter", "models/d", "--target", "models/t", "--sglang-version", "0.5.13"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "dflash_doctor", *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=60,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-        )
+        return doctor(*args, cwd=tmp_path, columns=None, timeout=60)
 
     assert run("gate", "deploy/launch.sh", *common).returncode == 1
     p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--apply", "--yes")
@@ -247,28 +241,11 @@ def live_host(tmp_path: Path, sshd):  # type: ignore[no-untyped-def]
     )
 
     def fix(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dflash_doctor",
-                "fix",
-                "-I",
-                str(inventory),
-                "--known-hosts",
-                str(sshd.known_hosts),
-                "--ssh-config",
-                "/dev/null",
-                "--health-timeout",
-                "120",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
+        return doctor(
+            *("fix", "-I", str(inventory), "--known-hosts", str(sshd.known_hosts)),
+            *("--ssh-config", "/dev/null", "--health-timeout", "120", *args),
+            columns=200,
             timeout=600,
-            stdin=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
         )
 
     host = {
@@ -445,12 +422,12 @@ def at_terminal(
 
     leader, follower = pty.openpty()
     p = subprocess.Popen(
-        [sys.executable, "-m", "dflash_doctor", *args],
+        [*DOCTOR, *args],
         stdin=follower,
         stdout=follower,
         stderr=follower,
         cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "dumb"},
+        env=doctor_env(200, env={"TERM": "dumb"}),
     )
     os.close(follower)
     out, asked = b"", False

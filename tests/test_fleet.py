@@ -23,23 +23,18 @@ import pytest
 from dflash_doctor.fleet.drift import DRIFT_ID, FLEET_CHECKS, NOT_SET, SETTINGS, fleet_drift
 from dflash_doctor.fleet.load import MAX_DEPTH, MAX_REPORT_BYTES
 from dflash_doctor.report import HostReport
+from tests.cli_helper import doctor as run_doctor
+from tests.cli_helper import doctor_env
 from tests.conftest import FIXTURE_HOSTS, REPO, host_facts, launch
 from tests.test_gate import sarif_schema
 
 # The hosts off the fleet's majority somewhere (tuned and demo-v0523 are the majority).
 DRIFTED = {"demo-seed", "tuned-canary", "v0511", "v0513", "v0523"}
-ENV = {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+ENV = doctor_env()
 
 
 def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env=ENV,
-    )
+    return run_doctor(*args, cwd=cwd, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,24 @@ def test_scan_measures_methods_nested_functions_and_skips_short_ones(tmp_path: P
         + lines("            ", 61)
     )
     found = script.long_functions(package)
-    assert found == {"pkg/m.py::C.long": 123, "pkg/m.py::C.long.inner": 62}
+    assert found == {"pkg/m.py::C.long": 122, "pkg/m.py::C.long.inner": 61}
+
+
+def test_a_signature_and_docstring_do_not_count_a_body_does(tmp_path: Path) -> None:
+    # A command's parameters are its options: 70 of them and a short body is not long.
+    script = _script()
+    package = tmp_path / "pkg"
+    package.mkdir()
+    params = "".join(f"    p{i}: int = {i},\n" for i in range(70))
+    doc = '    """Doc.\n' + "\n" * 70 + '    """\n'
+    (package / "m.py").write_text(
+        f"def command(\n{params}) -> None:\n{doc}    return None\n\n"
+        + "def long():\n"
+        + doc
+        + "    # a comment is code's\n"
+        + "".join(f"    x{i} = {i}\n" for i in range(60))
+    )
+    assert script.long_functions(package) == {"pkg/m.py::long": 61}
 
 
 def test_compare_reports_new_and_stale(tmp_path: Path) -> None:

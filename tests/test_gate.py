@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from dflash_doctor.checks import CATALOG
+from tests.cli_helper import doctor
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
 
 
@@ -30,27 +31,14 @@ def repo(tmp_path: Path) -> Path:
 
 
 def gate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dflash_doctor",
-            "gate",
-            "deploy/launch.sh",
-            "--drafter",
-            "models/Kimi-K2.6-DFlash",
-            "--target",
-            "models/Kimi-K2.6",
-            "--sglang-version",
-            # the seed scenario's version: 0.5.13 ignores layer_types (dflash.py 0.5.13:116-122)
-            "0.5.13",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
+    return doctor(
+        *("gate", "deploy/launch.sh", "--drafter", "models/Kimi-K2.6-DFlash"),
+        *("--target", "models/Kimi-K2.6", "--sglang-version"),
+        # the seed scenario's version: 0.5.13 ignores layer_types (dflash.py 0.5.13:116-122)
+        "0.5.13",
+        *args,
         cwd=repo,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(repo), "COLUMNS": "120"},
+        env={"HOME": str(repo)},
     )
 
 

@@ -12,13 +12,13 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
+from tests.cli_helper import doctor
 from tests.conftest import REPO
 
 CASES = REPO / "fixtures" / "checks"
@@ -28,14 +28,7 @@ KIMI_DRAFTER, KIMI_TARGET = CASES / "_shared/kimi-k2.6-dflash", CASES / "_shared
 
 
 def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", "gate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(cwd), "COLUMNS": "200"},
-    )
+    return doctor("gate", *args, cwd=cwd, columns=200, env={"HOME": str(cwd)})
 
 
 @pytest.fixture

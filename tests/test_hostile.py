@@ -23,6 +23,7 @@ from dflash_doctor.redact import redact_text
 from dflash_doctor.render.text import clean
 from dflash_doctor.transport.open import open_transport
 from dflash_doctor.transport.recorded import RecordedTransport
+from tests.cli_helper import doctor
 from tests.conftest import DEMO_HOST, REPO
 
 DRAFTER = "models/Kimi-K2.6-DFlash/config.json"
@@ -36,15 +37,7 @@ def tree(tmp_path: Path, name: str) -> Path:
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=timeout,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-        stdin=subprocess.DEVNULL,
-    )
+    return doctor(*args, columns=200, timeout=timeout)
 
 
 def check_json(*dirs: Path, extra: tuple[str, ...] = ()) -> tuple[int, dict, str]:  # type: ignore[type-arg]

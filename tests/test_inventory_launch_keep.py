@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from dflash_doctor.fix.edits import Edit
 from dflash_doctor.fix.word_edits import read_inline
-from tests.conftest import DEMO_HOST, REPO
+from tests.cli_helper import doctor
+from tests.conftest import DEMO_HOST
 
 TOKEN = "hf_FAKEtokenFAKEtokenFAKE00"
 
@@ -55,15 +55,7 @@ def _inventory(tmp_path: Path) -> tuple[Path, str]:
 
 
 def _fix(inv: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", "fix", "-I", str(inv), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return doctor("fix", "-I", str(inv), *args, columns=columns)
 
 
 def test_apply_keeps_unknown_flags_in_place(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from fixtures.sshd import find_sshd
 from fixtures.stand_in import end_servers_under
+from tests.cli_helper import doctor as run_doctor
 from tests.conftest import REPO
 
 LAB = REPO / "scripts" / "lab.py"
@@ -41,15 +42,7 @@ def doctor(command: str) -> subprocess.CompletedProcess[str]:
     """A command as `lab start` printed it, run with this checkout's package."""
     words = shlex.split(command)
     assert words[0] == "dflash-doctor"
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *words[1:]],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-    )
+    return run_doctor(*words[1:], columns=200, timeout=300)
 
 
 def processes_naming(mark: Path) -> list[str]:

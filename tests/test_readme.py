@@ -9,7 +9,6 @@ import importlib.util
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import typer.main
 
 from dflash_doctor.cli import app
 from dflash_doctor.hosts import HostSpec
+from tests.cli_helper import doctor
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -26,14 +26,7 @@ FIXTURES_README = (REPO / "fixtures" / "README.md").read_text(encoding="utf-8")
 
 
 def run(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
-    )
+    return doctor(*args, columns=columns)
 
 
 def section(title: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from dflash_doctor.checks.base import CheckResult, Evidence, Finding, Fix, Sever
 from dflash_doctor.render.concise import render_concise, render_github
 from dflash_doctor.report import HostReport, build_report
 from tests.checks.test_check_fixtures import gate_args
+from tests.cli_helper import doctor as run_doctor
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_gate import sarif_schema
 
@@ -23,14 +23,7 @@ GATE = ("gate", *gate_args(REFUSED))
 
 
 def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "80"},
-    )
+    return run_doctor(*args, cwd=cwd, columns=80)
 
 
 def test_gate_concise_is_one_line_per_finding_then_the_summary() -> None:

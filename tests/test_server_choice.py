@@ -20,6 +20,7 @@ import pytest
 
 from fixtures.sshd import free_port
 from fixtures.stand_in import copy_models, end_servers_under, healthy, install_stand_in
+from tests.cli_helper import doctor as run_doctor
 from tests.conftest import REPO
 
 
@@ -75,15 +76,7 @@ def two_servers(tmp_path: Path) -> Iterator[list[Server]]:
 
 
 def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "400"},
-    )
+    return run_doctor(*args, cwd=cwd, columns=400, timeout=300)
 
 
 def flat(text: str) -> str:

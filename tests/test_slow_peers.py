@@ -16,6 +16,7 @@ import pytest
 from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.transport.local import LocalTransport
 from fixtures.sshd import free_port
+from tests.cli_helper import doctor
 from tests.conftest import REPO
 
 
@@ -53,15 +54,7 @@ def dripping() -> Iterator[tuple[int, int]]:
 
 
 def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-    )
+    return doctor(*args, columns=200)
 
 
 def test_a_dripping_server_is_cut_at_the_timeout(dripping: tuple[int, int]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +34,14 @@ from dflash_doctor.transport.docker import (
 from dflash_doctor.transport.local import LocalTransport
 from dflash_doctor.transport.rooted import RootedFiles
 from fixtures.containers import docker_host
+from tests.cli_helper import doctor as run_doctor
 from tests.containers.conftest import ADMIN_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dflash_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPATH": str(REPO), "COLUMNS": "200"},
-    )
+    return run_doctor(*args, columns=200, timeout=300, path="/usr/bin:/bin:/usr/sbin:/sbin")
 
 
 def test_check_reads_the_server_where_the_container_sees_it(sglang_container) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from fixtures.containers import docker_host
 from fixtures.sshd import free_port
+from tests.cli_helper import doctor
 from tests.containers.conftest import ADMIN_KEY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,19 +23,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 def fixer(state: Path):  # type: ignore[no-untyped-def]
     def fix(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "dflash_doctor", "fix", *args, "--health-timeout", "120"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
+        return doctor(
+            *("fix", *args, "--health-timeout", "120"),
+            columns=250,
             timeout=600,
-            stdin=subprocess.DEVNULL,
-            env={
-                "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
-                "PYTHONPATH": str(REPO),
-                "COLUMNS": "250",
-                "DFLASH_DOCTOR_STATE_DIR": str(state),
-            },
+            path="/usr/bin:/bin:/usr/sbin:/sbin",
+            env={"DFLASH_DOCTOR_STATE_DIR": str(state)},
         )
 
     return fix

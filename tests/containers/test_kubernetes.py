@@ -17,6 +17,7 @@ import yaml
 from dflash_doctor.container_targets import parse_container_target
 from dflash_doctor.errors import TransportError, UsageError
 from dflash_doctor.transport.kubernetes import KubeTarget, parse_pod
+from tests.cli_helper import doctor as run_doctor
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "fixtures/containers/k8s"
@@ -39,23 +40,15 @@ def kube(tmp_path: Path):  # type: ignore[no-untyped-def]
             f'{REPO / "fixtures/containers/kubectl.py"} "$@"\n'
         )
         shim.chmod(0o755)
-        env = {
-            "PATH": f"{bin_dir}:/usr/bin:/bin",
-            "PYTHONPATH": str(REPO),
-            # wide enough that the patch command prints on one line
-            "COLUMNS": "5000",
-            "FAKE_KUBECTL_DIR": str(rec),
-        }
 
         def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [sys.executable, "-m", "dflash_doctor", *args],
-                capture_output=True,
-                text=True,
-                cwd=REPO,
+            return run_doctor(
+                *args,
+                # wide enough that the patch command prints on one line
+                columns=5000,
                 timeout=300,
-                stdin=subprocess.DEVNULL,
-                env=env,
+                path=f"{bin_dir}:/usr/bin:/bin",
+                env={"FAKE_KUBECTL_DIR": str(rec)},
             )
 
         def calls() -> list[list[str]]:
