@@ -177,8 +177,8 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
 
 
 def prefetching(spec: HostSpec, transport: Transport) -> Transport:
-    """The transport a gathering reads through: bundled when the host is remote, or a
-    container (each of its commands is a `docker exec`, even on this machine)."""
-    if not transport.remote and transport.kind != "docker":
+    """The transport a gathering reads through: bundled where each question costs a round
+    trip or an exec (the transport says so: another machine, a container)."""
+    if not transport.bundles:
         return transport
     return transport.prefetched(bundle_config(spec))

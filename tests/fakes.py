@@ -55,6 +55,9 @@ class FakeHost(HostCommands):
     asked: list[str] = field(default_factory=list)
     written: dict[str, bytes] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.bundles = self.remote  # as the real transports: another machine is bundled
+
     # -- commands -------------------------------------------------------------------------
 
     def run(

@@ -106,6 +106,9 @@ class Transport(Protocol):
     kind: HostKind
     # True when the host is another machine: work is then pushed to it (log filtering).
     remote: bool
+    # True when each question costs a round trip or an exec (another machine, a container):
+    # a gathering is then answered from one bundle (`prefetched`).
+    bundles: bool
     # Why this host cannot be relaunched by `fix --apply` (a recorded tree, offline), or None.
     relaunch_refused: str | None
     # Why this host has no live server to ask (its own Python, its HTTP API, a bench): a

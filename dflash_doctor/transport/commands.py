@@ -45,6 +45,7 @@ class HostCommands:
 
     host: str
     remote: bool
+    bundles: bool = False
     relaunch_refused: str | None = None
     live_refused: str | None = None
     log_refused: str | None = None
@@ -106,7 +107,7 @@ class HostCommands:
 
     def prefetched(self, config: dict[str, Any]) -> Transport:
         me = cast("Transport", self)
-        if not self.remote:
+        if not self.bundles:
             return me
         from dflash_doctor.transport.prefetch import PrefetchTransport
 

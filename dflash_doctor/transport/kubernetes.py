@@ -225,6 +225,7 @@ class KubernetesTransport(ExecFiles, HostCommands):
 
     kind: HostKind = "kubernetes"
     remote = True  # every question is a round trip to the API server and the kubelet
+    bundles = True
 
     def __init__(self, host: str, outer: Transport, target: KubeTarget) -> None:
         self.host = host

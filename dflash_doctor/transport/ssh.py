@@ -250,6 +250,7 @@ class SSHTransport(HostCommands):
     """One SSH connection to one host; commands, SFTP file access, streaming output."""
 
     remote = True
+    bundles = True
     kind: HostKind = "ssh"
 
     def __init__(self, host: str, target: str, options: SSHOptions) -> None:

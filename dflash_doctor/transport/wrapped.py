@@ -26,6 +26,7 @@ class Delegating:
         self.inner = inner
         self.host = inner.host
         self.remote = inner.remote
+        self.bundles = inner.bundles
         self.relaunch_refused: str | None = inner.relaunch_refused
         self.live_refused: str | None = inner.live_refused
         self.log_refused: str | None = inner.log_refused
