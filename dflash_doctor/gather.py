@@ -171,6 +171,8 @@ def gather(
         engine=engine,
         vllm_launch=vllm,
     )
+    if engine.value == "vllm":
+        _not_sglang(facts)
     _live(t, spec, facts, found.pid)
     return facts
 
@@ -184,6 +186,15 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
             f"{spec.name}: a vLLM server, not SGLang's launch", vllm.source, out_of_reach=True
         )
     return engine, vllm
+
+
+def _not_sglang(facts: HostFacts) -> None:
+    """On a vLLM host the SGLang-only facts do not apply: not "could not read" them."""
+    why = f"{facts.host}: a vLLM server"
+    facts.sglang_version = Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True)
+    facts.environ = Fact[dict[str, str]].missing(
+        f"{why}: its VLLM_* variables are in the vLLM launch", out_of_reach=True
+    )
 
 
 def _no_environ(host: str, out_of_reach: bool = False) -> Fact[dict[str, str]]:

@@ -111,9 +111,9 @@ def wheel_files(version: str) -> dict[str, list[Path]]:
 def wheel_file(path: str, version: str) -> Path:
     """The one file of a release that a citation's path names."""
     if path.startswith(VLLM_PREFIX):
-        found = VLLM_WHEELS / version / path
-        assert found.is_file(), f"{path} {version}: no such file in vLLM {version}"
-        return found
+        vllm_file = VLLM_WHEELS / version / path
+        assert vllm_file.is_file(), f"{path} {version}: no such file in vLLM {version}"
+        return vllm_file
     assert (WHEELS / version).is_dir(), f"{path} {version}: no such release unpacked"
     found = wheel_files(version).get(path, [])
     assert len(found) == 1, f"{path} {version}: {len(found)} files match (name more of the path)"

@@ -50,8 +50,11 @@ def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
 
 
 def _candidates(t: Transport) -> list[int]:
-    """Pids that may run vLLM: `pgrep -f vllm`, else every pid /proc lists (a recorded
-    tree, a host without pgrep)."""
+    """Pids that may run vLLM. A live host: `pgrep -f vllm` on it, else every pid its /proc
+    lists. Elsewhere the transport's own table: a recorded tree's /proc (pgrep would see
+    this machine), none offline (OutOfReach)."""
+    if t.live_refused is not None:
+        return t.process_ids()
     try:
         res = t.run(["pgrep", "-f", "vllm"], timeout=10)
         if res.returncode in (0, 1):
@@ -69,10 +72,22 @@ def vllm_servers(t: Transport) -> list[tuple[int, list[str]]]:
             raw = t.read_file(f"/proc/{pid}/cmdline", max_bytes=MAX_CMDLINE_BYTES)
         except DoctorError:
             continue  # processes come and go while we look
-        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+        argv = _argv(raw)
         if runs_vllm(argv):
             found.append((pid, argv))
     return found
+
+
+def _argv(raw: bytes) -> list[str]:
+    return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def runs_vllm_pid(t: Transport, pid: int) -> bool:
+    """Whether process `pid` runs a vLLM server (False when it cannot be read)."""
+    try:
+        return runs_vllm(_argv(t.read_file(f"/proc/{pid}/cmdline", max_bytes=MAX_CMDLINE_BYTES)))
+    except DoctorError:
+        return False
 
 
 def vllm_launch_of_process(t: Transport, host: str, pid: int, argv: list[str]) -> VllmLaunch:
@@ -90,7 +105,9 @@ def find_vllm(t: Transport, host: str, hints: GatherHints) -> Fact[VllmLaunch]:
     if hints.launch_file:
         return vllm_launch_of_file(t, host, hints.launch_file)
     servers = attempt(host, "/proc", lambda: vllm_servers(t))
-    running = servers.value or []
+    if servers.value is None:
+        return Fact[VllmLaunch]()  # no process table here: the SGLang finder says so
+    running = servers.value
     if hints.pid is not None:
         running = [s for s in running if s[0] == hints.pid]
     if len(running) > 1 and hints.server_port is not None:

@@ -1,0 +1,59 @@
+"""A vLLM host through the command a user types (issue 29): the recorded tree
+fixtures/hosts/vllm034 (a `vllm serve` process, its environment, its drafter) is judged by
+the vLLM checks, never by SGLang's, and never called a server that "does not use DFLASH"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_doctor.checks import CATALOG
+from dflash_doctor.cli import app
+from dflash_doctor.facts.models import Fact, HostFacts
+from dflash_doctor.runner import run_checks
+from tests.conftest import FIXTURE_HOSTS
+
+HOST = FIXTURE_HOSTS / "vllm034"
+SECRET = "sk-fixture-secret-000000000000"
+VLLM_CHECKS = {cid for cid, c in CATALOG.items() if c.engine == "vllm"}
+
+
+def check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[str, Any]:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    result = CliRunner().invoke(app, ["check", "--host-dir", str(HOST), *extra, "--format", "json"])
+    assert result.exit_code == 1, result.output
+    (host,) = json.loads(result.stdout)["hosts"]
+    return result.output, host
+
+
+@pytest.mark.parametrize("extra", [(), ("--pid", "4242")])
+def test_the_vllm_checks_judge_a_vllm_host(
+    extra: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output, host = check(tmp_path, monkeypatch, *extra)
+    results = {r["check_id"]: r for r in host["results"]}
+    assert results["DFD300"]["status"] == "failed"
+    assert results["DFD301"]["status"] == "failed"
+    (finding,) = results["DFD301"]["findings"]
+    assert "num_speculative_tokens=16" in finding["message"]
+    for cid, r in results.items():
+        if cid not in VLLM_CHECKS:
+            assert r["status"] == "skipped" and r["unjudged"] is False, cid
+            assert "vLLM server" in r["reason"], cid
+    assert "does not use DFLASH" not in output
+    assert SECRET not in output
+
+
+def test_the_vllm_checks_do_not_apply_to_an_sglang_host() -> None:
+    facts = HostFacts(host="h", engine=Fact.of("sglang"))
+    for r in run_checks(facts, select=sorted(VLLM_CHECKS)):
+        assert r.status == "skipped" and r.unjudged is False
+        assert r.reason == "not a vLLM server: this check judges vLLM servers"
+    # A host where no server was found is judged as before: SGLang's checks run.
+    unknown = run_checks(HostFacts(host="h"), select=["DFD102"])
+    assert "vLLM" not in (unknown[0].reason or "")
