@@ -41,7 +41,9 @@ def vllm_resolver(version: str) -> Any:
     the V2 runner is on (the refusal of mixed drafters on V1 is DFD300's)."""
     path = VLLM_SRC / version / "vllm/model_executor/models/qwen3_dflash.py"
     tree = ast.parse(path.read_text())
-    nodes = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in NAMES]
+    nodes: list[ast.stmt] = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in NAMES
+    ]
     namespace: dict[str, Any] = {
         "Qwen3Config": object,
         "_SLIDING_ATTENTION": S,
