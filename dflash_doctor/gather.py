@@ -41,7 +41,7 @@ from dflash_doctor.finders.version import (
     installed_site,
     run_version_query,
 )
-from dflash_doctor.finders.vllm import engine_facts
+from dflash_doctor.finders.vllm import engine_facts, find_vllm_version
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.prefetch_plan import prefetching
@@ -172,7 +172,7 @@ def gather(
         vllm_launch=vllm,
     )
     if engine.value == "vllm":
-        _not_sglang(facts)
+        _vllm_host(t, facts)
     _live(t, spec, facts, found.pid)
     return facts
 
@@ -188,8 +188,9 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
     return engine, vllm
 
 
-def _not_sglang(facts: HostFacts) -> None:
-    """On a vLLM host the SGLang-only facts do not apply: not "could not read" them."""
+def _vllm_host(t: Transport, facts: HostFacts) -> None:
+    """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
+    facts.vllm_version = find_vllm_version(t, facts.host, facts.vllm_launch.value)
     why = f"{facts.host}: a vLLM server"
     facts.sglang_version = Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True)
     facts.environ = Fact[dict[str, str]].missing(

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.cli import app
-from dflash_doctor.facts.models import Fact, HostFacts
+from dflash_doctor.facts.models import DrafterConfig, Fact, HostFacts
+from dflash_doctor.facts.vllm_models import RUNNER_ENV, VllmLaunch, VllmSpeculative
 from dflash_doctor.runner import run_checks
 from tests.conftest import FIXTURE_HOSTS
 
@@ -39,6 +40,7 @@ def test_the_vllm_checks_judge_a_vllm_host(
     results = {r["check_id"]: r for r in host["results"]}
     assert results["DFD300"]["status"] == "failed"
     assert results["DFD301"]["status"] == "failed"
+    assert "vLLM 0.34.0 refuses" in results["DFD300"]["findings"][0]["message"]
     (finding,) = results["DFD301"]["findings"]
     assert "num_speculative_tokens=16" in finding["message"]
     for cid, r in results.items():
@@ -57,3 +59,51 @@ def test_the_vllm_checks_do_not_apply_to_an_sglang_host() -> None:
     # A host where no server was found is judged as before: SGLang's checks run.
     unknown = run_checks(HostFacts(host="h"), select=["DFD102"])
     assert "vLLM" not in (unknown[0].reason or "")
+
+
+def runner_facts(version: str | None, value: str, layer_types: list[str]) -> HostFacts:
+    """A vLLM host's facts with the runner variable, the installed release and a drafter."""
+    spec = VllmSpeculative(method="dflash", model="/models/d", num_speculative_tokens=15)
+    launch = VllmLaunch(
+        source="launch.sh", kind="script", speculative=spec, environ={RUNNER_ENV: value}
+    )
+    drafter = DrafterConfig(
+        path="config.json", hidden_size=64, num_hidden_layers=len(layer_types),
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, layer_types=layer_types,
+        sliding_window=2048, block_size=16,
+    )  # fmt: skip
+    return HostFacts(
+        host="h",
+        engine=Fact.of("vllm"),
+        vllm_launch=Fact.of(launch),
+        vllm_version=Fact.of(version) if version else Fact[str](),
+        drafter=Fact.of(drafter),
+    )
+
+
+MIXED = ["sliding_attention", "full_attention"]
+FULL = ["full_attention", "full_attention"]
+
+
+@pytest.mark.parametrize(
+    ("version", "value", "layers", "status", "said"),
+    [
+        ("0.34.0", "0", FULL, "failed", "vLLM 0.34.0 refuses"),
+        ("0.34.0", "1", MIXED, "passed", None),
+        ("0.33.0", "0", MIXED, "failed", "refuses this mixed sliding/full"),
+        ("0.33.0", "0", FULL, "passed", None),
+        ("0.30.0", "false", FULL, "failed", "is not an integer"),
+        ("0.31.0", "01", MIXED, "passed", None),
+        (None, "0", FULL, "failed", "the installed vLLM is not known"),
+        ("0.26.0", "0", MIXED, "skipped", "predates the releases read"),
+    ],
+)
+def test_the_runner_variable_by_release(
+    version: str | None, value: str, layers: list[str], status: str, said: str | None
+) -> None:
+    (result,) = run_checks(runner_facts(version, value, layers), select=["DFD300"])
+    assert result.status == status, result
+    text = result.reason or " ".join(f.message for f in result.findings)
+    assert said is None or said in text
+    if version is None and status == "failed":
+        assert result.findings[0].severity.value == "warning"

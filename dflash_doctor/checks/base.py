@@ -103,7 +103,15 @@ class Unjudged(Skip):
 
 
 FactName = Literal[
-    "sglang_version", "gpus", "launch", "drafter", "target", "log", "environ", "vllm_launch"
+    "sglang_version",
+    "gpus",
+    "launch",
+    "drafter",
+    "target",
+    "log",
+    "environ",
+    "vllm_launch",
+    "vllm_version",
 ]
 CheckFunc = Callable[[HostFacts], list[Finding]]
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-from dflash_doctor.checks.base import Finding, Fix, Severity, Unjudged, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.views import config_evidence, drafter
 from dflash_doctor.checks.vllm_views import vllm_dflash, vllm_flag_evidence
 from dflash_doctor.facts.models import DrafterConfig, HostFacts
-from dflash_doctor.facts.vllm_models import RUNNER_ENV
+from dflash_doctor.facts.vllm_models import RUNNER_ENV, VllmLaunch
+from dflash_doctor.sglang_versions import parse_version
 
 
 def runner_value(text: str) -> bool | None:
@@ -66,48 +67,70 @@ def vllm_v1_runner_forced(facts: HostFacts) -> list[Finding]:
     drafter moves to V2 (vllm/config/vllm.py 0.28.0:634-637). The refusal:
     vllm/model_executor/models/qwen3_dflash.py 0.27.1:118-127, 0.28.0:141-150,
     0.29.0:121-130, 0.30.0:122-131, 0.31.0:152-161, 0.32.0:152-161, 0.33.0:128-137.
-    0.34.0: vllm/platforms/interface.py 0.34.0:1481-1490. A drafter that is not mixed
-    under `0` on 0.27.1-0.33.0 runs on V1 (a warning: 0.34.0 refuses the variable).
+    0.34.0: vllm/platforms/interface.py 0.34.0:1481-1490 (any value but `1`). The
+    installed release is read from its `vllm-*.dist-info`; a drafter that is not mixed
+    under `0` runs on V1 in 0.27.1-0.33.0 (no finding), and where the release is not
+    known that is a warning (0.34.0 refuses it). Releases before 0.27.1 are not judged.
     """
     launch = vllm_dflash(facts)
     value = launch.environ.get(RUNNER_ENV)
     if value is None:
         return []
+    version = _version(facts)
+    if version is not None and version >= V1_REMOVED:
+        if value == "1":
+            return []
+        why = f"vLLM {facts.vllm_version.value} refuses {RUNNER_ENV}={value!r} at start-up"
+        said = Evidence(
+            kind="version", text=f"vLLM {facts.vllm_version.value}", file=facts.vllm_version.source
+        )
+        return [_refused(launch, value, why + ": Model Runner V1 has been removed", [said])]
     on = runner_value(value)
     if on is True:
         return []
     cfg = drafter(facts)
     sliding, layers = mixed_layers(cfg)
     mixed = 0 < sliding < layers
-    said = vllm_flag_evidence(launch, RUNNER_ENV, f"{RUNNER_ENV}={value}")
-    evidence = [said]
-    if mixed:
-        shown = f"{sliding} of {layers} draft layers are sliding_attention, the rest full"
-        evidence.append(config_evidence(cfg, "layer_types", shown))
-    fix = Fix(action="manual", note=f"unset {RUNNER_ENV} (or set it to 1) and relaunch")
+    shown = f"{sliding} of {layers} draft layers are sliding_attention, the rest full"
+    more = [config_evidence(cfg, "layer_types", shown)] if mixed else []
     if on is None:
         why = f"{RUNNER_ENV}={value!r} is not an integer: every vLLM release read refuses it"
-    elif mixed:
+        return [_refused(launch, value, why, more)]
+    if mixed:
         why = (
             f"{RUNNER_ENV}=0 forces the V1 runner, which refuses this mixed sliding/full "
             "DFlash drafter at load (NotImplementedError); vLLM 0.34.0 refuses the variable"
         )
-    else:
-        return [
-            vllm_v1_runner_forced.finding(
-                title="the V1 runner is forced",
-                message=f"{RUNNER_ENV}=0 forces the V1 runner (0.27.1-0.33.0); vLLM 0.34.0 "
-                "removed it and refuses the variable at start-up",
-                severity=Severity.WARNING,
-                evidence=evidence,
-                fixes=[fix],
-            )
-        ]
-    return [
-        vllm_v1_runner_forced.finding(
-            title="vLLM will not start this DFlash server",
-            message=why,
-            evidence=evidence,
-            fixes=[fix],
-        )
-    ]
+        return [_refused(launch, value, why, more)]
+    if version is not None:
+        return []  # 0.27.1-0.33.x: the V1 runner serves a drafter that is not mixed
+    finding = _refused(
+        launch,
+        value,
+        f"{RUNNER_ENV}=0 forces the V1 runner (0.27.1-0.33.0); vLLM 0.34.0 removed it and "
+        "refuses the variable at start-up (the installed vLLM is not known)",
+        [],
+    )
+    return [finding.model_copy(update={"severity": Severity.WARNING, "title": V1_TITLE})]
+
+
+V1_REMOVED = (0, 34, 0)
+FIRST_READ = (0, 27, 1)
+V1_TITLE = "the V1 runner is forced"
+
+
+def _version(facts: HostFacts) -> tuple[int, int, int] | None:
+    """The installed vLLM release, None where unknown; Unjudged before the releases read."""
+    version = parse_version(facts.vllm_version.value or "")
+    if version is not None and version < FIRST_READ:
+        raise Unjudged(f"vLLM {facts.vllm_version.value} predates the releases read (0.27.1+)")
+    return version
+
+
+def _refused(launch: VllmLaunch, value: str, why: str, more: list[Evidence]) -> Finding:
+    return vllm_v1_runner_forced.finding(
+        title="vLLM will not start this DFlash server",
+        message=why,
+        evidence=[vllm_flag_evidence(launch, RUNNER_ENV, f"{RUNNER_ENV}={value}"), *more],
+        fixes=[Fix(action="manual", note=f"unset {RUNNER_ENV} (or set it to 1) and relaunch")],
+    )

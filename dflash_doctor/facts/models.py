@@ -400,6 +400,8 @@ class HostFacts(BaseModel):
     engine: Fact[Engine] = Field(default_factory=lambda: Fact[Engine]())
     # The vLLM launch, on a vLLM host only (finders/vllm.py); absent elsewhere.
     vllm_launch: Fact[VllmLaunch] = Field(default_factory=lambda: Fact[VllmLaunch]())
+    # The installed vLLM (its dist-info beside the launch's interpreter), on a vLLM host.
+    vllm_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
 
     def server_pid(self) -> int | None:
         """The pid of the server process the facts came from, or None."""

@@ -279,10 +279,12 @@ def parse_vllm_argv(
     wants_spec = {"speculative_config", "spec_method", "spec_model", "spec_tokens"}
     given = wants_spec & (set(values) | set(dotted))
     python = next((a for a in argv[: max(start - 1, 0)] if _is_python(a)), None)
+    serve = start >= 2 and argv[start - 1] == "serve"
     return VllmLaunch(
         source=source,
         kind=kind,
         python=python,
+        launcher=argv[start - 2] if serve else None,
         model=values.get("model") if "model" in values else positional,
         speculative=speculative(values, dotted) if given else None,
         max_model_len=max_model_len(values["max_model_len"]) if "max_model_len" in values else None,

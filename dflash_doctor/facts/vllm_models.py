@@ -41,6 +41,8 @@ class VllmLaunch(BaseModel):
     source: str
     kind: Literal["process", "script"]
     python: str | None = None
+    # The `vllm` console script of `vllm serve` as written (a path or a bare name).
+    launcher: str | None = None
     model: str | None = None
     speculative: VllmSpeculative | None = None
     max_model_len: int | None = None  # None: not given, or `auto` / -1

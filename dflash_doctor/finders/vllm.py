@@ -7,6 +7,9 @@ environment (facts/vllm_launch.py VLLM_ENV_NAMES; never the rest, which may hold
 
 from __future__ import annotations
 
+import posixpath
+import re
+
 from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.launch import launch_file_kind
 from dflash_doctor.facts.models import Fact, LaunchArgs
@@ -148,3 +151,49 @@ def engine_facts(
     if vllm.value is None and vllm.error is None:
         return Fact[Engine](), vllm
     return Fact[Engine].of("vllm", vllm.source), vllm
+
+
+def _bin_dirs(launch: VllmLaunch) -> list[str]:
+    """The bin directories the launch names by path: its Python's, its `vllm` script's."""
+    words = [w for w in (launch.python, launch.launcher) if w and w.startswith("/")]
+    return list(dict.fromkeys(posixpath.dirname(w) for w in words))
+
+
+def vllm_dist_infos(t: Transport, bin_dir: str) -> list[tuple[str, str]]:
+    """(version, path) of each `vllm-*.dist-info` in the site dirs beside a bin directory."""
+    lib = posixpath.join(posixpath.dirname(bin_dir), "lib")
+    try:
+        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")][:8]
+    except DoctorError:
+        return []
+    found = []
+    for py in pythons:
+        for sub in ("site-packages", "dist-packages"):
+            site = posixpath.join(lib, py, sub)
+            try:
+                entries = t.list_dir(site)
+            except DoctorError:
+                continue
+            for entry in entries:
+                m = re.fullmatch(r"vllm-([0-9][0-9A-Za-z.+]{0,40})\.dist-info", entry)
+                if m:
+                    found.append((m.group(1), posixpath.join(site, entry)))
+    return found
+
+
+def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fact[str]:
+    """The installed vLLM: the one `vllm-*.dist-info` beside the launch's Python or `vllm`
+    script. Absent off vLLM hosts; a reason where none or several are found."""
+    if launch is None:
+        return Fact[str]()
+    dirs = _bin_dirs(launch)
+    if not dirs:
+        return Fact[str].missing(f"{host}: vLLM version not found (no interpreter path known)")
+    found = [f for d in dirs for f in vllm_dist_infos(t, d)]
+    versions = sorted({v for v, _ in found})
+    if len(versions) == 1:
+        return Fact[str].of(versions[0], source=found[0][1])
+    if not versions:
+        where = ", ".join(dirs)
+        return Fact[str].missing(f"{host}: vLLM version not found (no vllm-*.dist-info by {where})")
+    return Fact[str].missing(f"{host}: vLLM version is ambiguous: {' and '.join(versions)}")
