@@ -16,7 +16,7 @@ from dflash_doctor.cli import app
 from dflash_doctor.facts.models import DrafterConfig, Fact, HostFacts
 from dflash_doctor.facts.vllm_models import RUNNER_ENV, VllmLaunch, VllmSpeculative
 from dflash_doctor.runner import run_checks
-from tests.conftest import FIXTURE_HOSTS
+from tests.conftest import FIXTURE_HOSTS, REPO
 
 HOST = FIXTURE_HOSTS / "vllm034"
 SECRET = "sk-fixture-secret-000000000000"
@@ -107,3 +107,22 @@ def test_the_runner_variable_by_release(
     assert said is None or said in text
     if version is None and status == "failed":
         assert result.findings[0].severity.value == "warning"
+
+
+def test_a_systemd_unit_through_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gate vllm.service`: the unit's vLLM launch and its Environment= judged offline."""
+    case = REPO / "fixtures" / "checks" / "DFD300" / "fires"
+    spec = '{"method": "dflash", "model": "/models/d", "num_speculative_tokens": 15}'
+    (tmp_path / "vllm.service").write_text(
+        "[Service]\nEnvironment=VLLM_USE_V2_MODEL_RUNNER=0\n"
+        f"ExecStart=/opt/vllm/venv/bin/vllm serve /models/t --speculative-config '{spec}'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = ["gate", "vllm.service", "--drafter", str(case / "drafter"), "--target",
+            str(case / "target"), "--format", "json", "--select", "DFD300"]  # fmt: skip
+    result = CliRunner().invoke(app, argv)
+    (host,) = json.loads(result.stdout)["hosts"]
+    (checked,) = host["results"]
+    assert checked["status"] == "failed", checked
+    assert checked["findings"][0]["evidence"][0]["file"] == "vllm.service"

@@ -39,7 +39,7 @@ class VllmLaunch(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     source: str
-    kind: Literal["process", "script"]
+    kind: Literal["process", "script", "systemd"]
     python: str | None = None
     # The `vllm` console script of `vllm serve` as written (a path or a bare name).
     launcher: str | None = None

@@ -17,6 +17,7 @@ from dflash_doctor.facts.vllm_launch import (
     NotVllm,
     parse_vllm_argv,
     parse_vllm_script,
+    parse_vllm_systemd_unit,
     process_environ,
     runs_vllm,
 )
@@ -30,7 +31,7 @@ MAX_CMDLINE_BYTES = 1024 * 1024
 
 
 def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
-    """A shell launch script that runs vLLM; systemd units and compose files are not read
+    """A shell launch script or systemd unit that runs vLLM; compose files are not read
     for vLLM yet (one clear line says so)."""
 
     try:
@@ -41,10 +42,12 @@ def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
         return Fact[VllmLaunch]()
 
     def parse() -> VllmLaunch | None:
-        if launch_file_kind(path, data) != "script":
-            raise FactError("vLLM launches are read from shell scripts only (for now)")
+        kind = launch_file_kind(path, data)
+        if kind == "compose":
+            raise FactError("vLLM launches in compose files are not read yet")
+        parse_file = parse_vllm_systemd_unit if kind == "systemd" else parse_vllm_script
         try:
-            return parse_vllm_script(data, source=path, read=host_file_reader(t))
+            return parse_file(data, source=path, read=host_file_reader(t))
         except NotVllm:
             return None  # the words were in a comment or an echo: not a vLLM launch
 

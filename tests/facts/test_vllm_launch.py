@@ -14,11 +14,13 @@ import pytest
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.vllm_launch import (
+    NotVllm,
     engine_of,
     human_readable_int,
     max_model_len,
     parse_vllm_argv,
     parse_vllm_script,
+    parse_vllm_systemd_unit,
     process_environ,
 )
 
@@ -167,3 +169,31 @@ def test_human_readable_int_agrees_with_vllm_0_34() -> None:
         except ValueError:
             ours = None
         assert ours == expected, text
+
+
+UNIT = """[Unit]
+Description=vLLM
+[Service]
+Environment="VLLM_USE_V2_MODEL_RUNNER=0" HF_HOME=/data/hf
+Environment=VLLM_API_KEY=sk-secret-000
+EnvironmentFile=-/etc/default/vllm
+ExecStart=/opt/vllm/venv/bin/vllm serve /models/t \\
+  --speculative-config '{"method": "dflash", "model": "/models/d", "num_speculative_tokens": 15}' \\
+  --port 8000
+"""
+
+
+def test_a_systemd_unit() -> None:
+    launch = parse_vllm_systemd_unit(UNIT.encode(), source="vllm.service")
+    assert (launch.kind, launch.launcher, launch.model) == (
+        "systemd", "/opt/vllm/venv/bin/vllm", "/models/t"
+    )  # fmt: skip
+    assert launch.speculative is not None and launch.speculative.num_speculative_tokens == 15
+    assert launch.environ == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert launch.flag_lines == {"--speculative-config": 8, "--port": 9}
+
+
+def test_a_unit_that_runs_sglang_is_no_vllm_launch() -> None:
+    unit = "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path m\n"
+    with pytest.raises(NotVllm):
+        parse_vllm_systemd_unit(unit.encode(), source="u")
