@@ -13,7 +13,7 @@ DEFAULT_AGREEMENT_TOKENS = 256
 # `dflash-doctor bench` (dflash_doctor/bench/matrix.py says why each is what it is).
 DEFAULT_MAX_NEW_TOKENS = 128
 # The default sweep (5 contexts x 1,4,16 x 2 temperatures x code and prose x 3 repeats)
-# sends about 7.9 M tokens on a 2048-window drafter (issue 24).
+# sends about 7.9 M tokens on a 2048-window drafter.
 DEFAULT_MAX_TOTAL_TOKENS = 12_000_000
 DEFAULT_SEED = "dflash-doctor"
 

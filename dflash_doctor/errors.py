@@ -6,7 +6,7 @@ class DoctorError(Exception):
 
     def __str__(self) -> str:
         # A message may quote a host's or a file's text (a launch line, a YAML error's
-        # context): secrets in it never reach the user (issue 22).
+        # context): secrets in it never reach the user.
         from dflash_doctor.redact import redact_message
 
         return redact_message(super().__str__())

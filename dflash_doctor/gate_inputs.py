@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from dflash_doctor.regular_file import Unread, read_regular
 from dflash_doctor.report import HostReport, wanted_facts
 from dflash_doctor.sglang_versions import parse_version
 
@@ -66,18 +66,10 @@ def _pins_in(path: str, shown: str) -> Iterator[Pin]:
     """The pins one file holds, each with its line."""
     try:
         # A regular file only, opened without blocking or following a link (a FIFO named
-        # requirements.txt would hang the gate); judged on the open file itself.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
+        # requirements.txt would hang the gate); one it cannot read pins nothing.
+        text = read_regular(path, MAX_BYTES, follow=False).decode("utf-8", "replace")
+    except Unread:
         return
-    with os.fdopen(fd, "rb") as f:
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
-                return
-            text = f.read(MAX_BYTES).decode("utf-8", "replace")
-        except OSError:
-            return
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("#"):
             continue  # a pin commented out pins nothing

@@ -254,7 +254,7 @@ class Rules:
         (root would import what they put there; dropping it would ask a different
         interpreter than the server's). HOME: kept only where root or the runner owns it
         and nobody else can write it, else dropped: another user's HOME gives root their
-        `~/.local` site-packages and `.pth` files (issue 22)."""
+        `~/.local` site-packages and `.pth` files."""
         words = []
         for key in PASSED_ENV:
             value = (env or {}).get(key)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import stat
 import tomllib
 from typing import Any
 
@@ -30,9 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dflash_doctor.checks.base import CheckResult, Finding, Severity
 from dflash_doctor.errors import UsageError, validation_line
+from dflash_doctor.regular_file import Unread, Words, read_regular
 from dflash_doctor.report import HostReport, fingerprint
 
 WAIVER_FILE = ".dflash-doctor.yaml"
+# How a policy or baseline file that cannot be read is said (regular_file.py reads it).
+_REFUSED = Words(
+    open="cannot read: {reason}",
+    kind="not a regular file (a FIFO, device or directory): refused",
+    size="larger than {limit} bytes: refused",
+    lower=True,
+)
 MAX_BASELINE_BYTES = 64 << 20  # a fleet's JSON report, with room
 
 
@@ -93,21 +100,9 @@ def _open_regular(path: str, tree: str | None, limit: int = 4 << 20) -> bytes:
         if os.path.commonpath([root, target]) != root:
             raise UsageError(f"{path}: a symlink out of the repository (to {target}): refused")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {(e.strerror or str(e)).lower()}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"{path}: not a regular file (a FIFO, device or directory): refused")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise UsageError(f"{path}: larger than {limit} bytes: refused")
-        return data
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {(e.strerror or str(e)).lower()}") from None
-    finally:
-        os.close(fd)
+        return read_regular(path, limit)
+    except Unread as e:
+        raise UsageError(f"{path}: {_REFUSED.say(e, limit)}") from None
 
 
 def _read(path: str, tree: str | None = None) -> dict[str, Any] | None:

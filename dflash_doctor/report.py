@@ -193,7 +193,7 @@ def conclude(
     notes.extend(input_errors)
     unjudged = summary.unjudged
     if unjudged:
-        # A run that checked less than it could must not look green (issue 10 item 15).
+        # A run that checked less than it could must not look green.
         notes.append(
             f"{unjudged} check(s) were skipped for want of facts, so they checked nothing: "
             "see each skip's reason"

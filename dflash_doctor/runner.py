@@ -28,7 +28,7 @@ def _missing_reason(facts: HostFacts, check: Check) -> tuple[str, bool] | None:
 
 
 def other_engine(facts: HostFacts, check: Check) -> str | None:
-    """Why the check does not apply to this host's engine (issue 29): an SGLang check on a
+    """Why the check does not apply to this host's engine: an SGLang check on a
     vLLM server is never run (never "does not use DFLASH"), a vLLM check needs one."""
     served = facts.engine.value or "sglang"
     if check.engine == served:

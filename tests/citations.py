@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "dflash_doctor"
 WHEELS = Path("/work/wheels/src")
-# vLLM's wheels (issue 29, docs/vllm.md): a citation whose path starts with `vllm/` names the
+# vLLM's wheels (docs/vllm.md): a citation whose path starts with `vllm/` names the
 # file from the package root, `vllm/config/speculative.py 0.34.0:455`.
 VLLM_WHEELS = Path("/work/wheels/vllm/src")
 VLLM_PREFIX = "vllm/"

@@ -188,6 +188,7 @@ def test_long_paths_are_never_broken_and_rows_never_padded(tmp_path: Path) -> No
 
     deep = tmp_path / ("d" * 30) / ("e" * 30)
     shutil.copytree(FIXTURE_HOSTS.parent / "checks/DFD111/clean", deep)
+    shutil.copytree(FIXTURE_HOSTS.parent / "checks/_shared/kimi-k2.6", deep / "target")
     launch, missing = deep / "launch.sh", deep / "no-such-drafter-directory"
     p = run(
         "gate", str(launch), "--sglang-version", "0.5.23", "--target", str(deep / "target"),

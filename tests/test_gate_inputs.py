@@ -24,6 +24,7 @@ from tests.conftest import REPO
 CASES = REPO / "fixtures" / "checks"
 # SGLang 0.5.23 refuses this launch (a window of 8 below the drafter's block_size 16: DFD111).
 REFUSED = CASES / "DFD111" / "fires"
+KIMI_DRAFTER, KIMI_TARGET = CASES / "_shared/kimi-k2.6-dflash", CASES / "_shared/kimi-k2.6"
 
 
 def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -39,8 +40,11 @@ def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A deployment repository holding the refused launch and its model configs."""
+    """A deployment repository holding the refused launch and its model configs (the case
+    names them in fixtures/checks/_shared; a repository holds its own)."""
     shutil.copytree(REFUSED, tmp_path / "deploy")
+    shutil.copytree(KIMI_DRAFTER, tmp_path / "deploy/drafter")
+    shutil.copytree(KIMI_TARGET, tmp_path / "deploy/target")
     return tmp_path
 
 
@@ -169,8 +173,8 @@ def test_skip_reasons_fold_into_one_line_per_cause(tmp_path: Path) -> None:
             f"  {name}:",
             "    sglang_version: 0.5.23",
             f"    launch_file: {tmp_path / name}.sh",
-            f"    drafter_path: {case / 'drafter'}",
-            f"    target_path: {case / 'target'}",
+            f"    drafter_path: {KIMI_DRAFTER}",
+            f"    target_path: {KIMI_TARGET}",
         ]
     (tmp_path / "inventory.yaml").write_text("\n".join(inv) + "\n")
     p = gate(tmp_path, "-I", "inventory.yaml", "--fail-on-skip")

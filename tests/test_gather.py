@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from dflash_doctor import pipeline
 from dflash_doctor.gather import gather
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.pipeline import check_host
 from dflash_doctor.transport.open import open_transport
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
+from tests.fakes import FakeHost, fails
 
 
 def gather_dir(path: Path, **over: object):  # type: ignore[no-untyped-def]
@@ -145,12 +147,17 @@ def test_declared_version_overrides_and_is_validated() -> None:
     assert "not a version" in (bad.sglang_version.error or "")
 
 
-def test_live_local_host_without_server() -> None:
-    # This machine runs no SGLang server: every fact is a reason, nothing crashes.
+def test_live_local_host_without_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A live local host that runs no SGLang server: every fact is a reason, nothing crashes.
+    # The host is the fake one (its process table empty, no GPUs, no launch file), not this
+    # machine, whose own SGLang processes (an inference host's) would change the answer.
+    host = FakeHost(host="local", remote=False, kind="local", commands={("pgrep",): fails()})
+    monkeypatch.setattr(pipeline, "open_transport", lambda spec, ssh=None: host)
     report = check_host(HostSpec.of(name="local"))
-    assert report.reachable
-    assert all(r.status == "skipped" for r in report.results)
+    assert report.reachable, report.error
+    assert report.results and all(r.status == "skipped" for r in report.results)
     assert any("launch" in e for e in report.fact_errors)
+    assert any(q.startswith("run pgrep") for q in host.asked)  # the server was looked for
 
 
 def test_recorded_host_spec_errors(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""The "checks import only facts" contract names every other part of the package.
+"""The layers contract (pyproject.toml [tool.importlinter]) keeps checks pure.
 
-import-linter forbids named modules; this keeps the list whole as modules are added, so the
-contract in pyproject.toml stays an allow-list in effect.
+`lint-imports` enforces the order and fails on a top-level module the contract does not
+place (`exhaustive`); this test pins what the order means for checks: the layers below them
+are facts and the shared leaf modules, nothing that reaches a host, a fix or a terminal.
 """
 
 from __future__ import annotations
@@ -11,21 +12,16 @@ from typing import Any
 
 from tests.conftest import REPO
 
-PACKAGE = REPO / "dflash_doctor"
-# What checks may import: facts, themselves, and the shared leaf modules.
-ALLOWED = {
-    "checks",
+# What checks may import besides themselves: facts and the shared leaf modules.
+BELOW_CHECKS = {
     "facts",
+    "kv_math",
+    "errors",
     "data",
     "defaults",
-    "errors",
-    "kv_math",
     "redact",
     "sglang_versions",
     "spans",
-    "__init__",
-    "__main__",
-    "demo_hosts",
 }
 
 
@@ -35,20 +31,20 @@ def contract(contract_id: str) -> dict[str, Any]:
     return dict(found)
 
 
-def top_level_modules() -> set[str]:
-    names = {p.stem for p in PACKAGE.glob("*.py")}
-    names |= {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    return names | {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name == "demo_hosts"}
+def layer_names(layer: str) -> list[str]:
+    return [name.strip() for name in layer.replace(":", "|").split("|")]
 
 
-def test_checks_contract_names_every_other_module() -> None:
-    forbidden = {m.split(".")[1] for m in contract("checks-pure")["forbidden_modules"] if "." in m}
-    unnamed = top_level_modules() - ALLOWED - forbidden
-    assert not unnamed, f"name these in [tool.importlinter] checks-pure: {sorted(unnamed)}"
-    stale = forbidden - top_level_modules()
-    assert not stale, f"no such modules: {sorted(stale)}"
+def test_the_layers_name_every_module_once() -> None:
+    layers = contract("layers")
+    assert layers["exhaustive"] is True, "a new module must be given its place"
+    names = [n for layer in layers["layers"] for n in layer_names(layer)]
+    assert len(names) == len(set(names)), f"named twice: {sorted(names)}"
 
 
-def test_the_probes_are_named_whole() -> None:
-    # The probe's result is a fact (facts/probe_result.py): checks need nothing of probes/.
-    assert "dflash_doctor.probes" in contract("checks-pure")["forbidden_modules"]
+def test_checks_sit_on_facts_and_the_leaves_only() -> None:
+    layers = [layer_names(layer) for layer in contract("layers")["layers"]]
+    (at,) = [i for i, layer in enumerate(layers) if "checks" in layer]
+    assert layers[at] == ["checks"], "checks share their layer with nothing"
+    below = {name for layer in layers[at + 1 :] for name in layer}
+    assert below == BELOW_CHECKS, f"below checks: {sorted(below)}"

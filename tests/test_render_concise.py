@@ -14,14 +14,12 @@ import jsonschema
 from dflash_doctor.checks.base import CheckResult, Evidence, Finding, Fix, Severity
 from dflash_doctor.render.concise import render_concise, render_github
 from dflash_doctor.report import HostReport, build_report
+from tests.checks.test_check_fixtures import gate_args
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_gate import sarif_schema
 
 REFUSED = REPO / "fixtures/checks/DFD111/fires"  # SGLang 0.5.23 refuses it: DFD111 error
-GATE = (
-    *("gate", "launch.sh", "--drafter", "drafter", "--target", "target"),
-    *("--sglang-version", "0.5.23"),
-)
+GATE = ("gate", *gate_args(REFUSED))
 
 
 def doctor(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

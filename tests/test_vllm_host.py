@@ -1,4 +1,4 @@
-"""A vLLM host through the command a user types (issue 29): the recorded tree
+"""A vLLM host through the command a user types: the recorded tree
 fixtures/hosts/vllm034 (a `vllm serve` process, its environment, its drafter) is judged by
 the vLLM checks, never by SGLang's, and never called a server that "does not use DFLASH"."""
 
@@ -111,7 +111,7 @@ def test_the_runner_variable_by_release(
 
 def test_a_systemd_unit_through_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`gate vllm.service`: the unit's vLLM launch and its Environment= judged offline."""
-    case = REPO / "fixtures" / "checks" / "DFD300" / "fires"
+    shared = REPO / "fixtures" / "checks" / "_shared"
     spec = '{"method": "dflash", "model": "/models/d", "num_speculative_tokens": 15}'
     (tmp_path / "vllm.service").write_text(
         "[Service]\nEnvironment=VLLM_USE_V2_MODEL_RUNNER=0\n"
@@ -119,8 +119,8 @@ def test_a_systemd_unit_through_the_gate(tmp_path: Path, monkeypatch: pytest.Mon
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    argv = ["gate", "vllm.service", "--drafter", str(case / "drafter"), "--target",
-            str(case / "target"), "--format", "json", "--select", "DFD300"]  # fmt: skip
+    argv = ["gate", "vllm.service", "--drafter", str(shared / "kimi-k2.6-dflash"), "--target",
+            str(shared / "kimi-k2.6"), "--format", "json", "--select", "DFD300"]  # fmt: skip
     result = CliRunner().invoke(app, argv)
     (host,) = json.loads(result.stdout)["hosts"]
     (checked,) = host["results"]

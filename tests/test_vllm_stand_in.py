@@ -1,4 +1,4 @@
-"""The stand-in vLLM server (fixtures/fake_vllm, issue 29) live on this machine: its
+"""The stand-in vLLM server (fixtures/fake_vllm) live on this machine: its
 answers in vLLM's shapes, its start-up refusals in vLLM's texts, and `check local --pid`
 on it judging the vLLM launch from the running process (its command line, the runner
 variable in its environment, the vllm-*.dist-info beside its Python)."""

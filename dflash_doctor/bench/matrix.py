@@ -1,9 +1,9 @@
 """The bench matrix (pure): which context lengths, concurrencies and temperatures to run.
 
-Defaults (issue 13): contexts 0.25x, 1x, 2x, 4x, 8x the smallest trained window of the
+Defaults: contexts 0.25x, 1x, 2x, 4x, 8x the smallest trained window of the
 drafter, capped by what the server accepts; concurrency 1, 4, 16, capped by its maximum
 running requests; greedy and the production temperature; a cap on output tokens.
-Issue 24: each cell for each kind of prompt (`code` and `prose` by default,
+Each cell runs for each kind of prompt (`code` and `prose` by default,
 bench/prompts.py), repeated `repeats` times (3 by default) for an interval.
 """
 
@@ -23,7 +23,7 @@ from dflash_doctor.facts.models import HostFacts
 
 WINDOW_MULTIPLES = (0.25, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CONCURRENCY = (1, 4, 16)
-# Three repeats are the fewest that give a t interval of any use (issue 24).
+# Three repeats are the fewest that give a t interval of any use.
 DEFAULT_REPEATS = 3
 # A drafter without a sliding window has no window to straddle: centre on this length.
 NO_WINDOW_BASE = 4096

@@ -1,4 +1,4 @@
-"""The prefix-reuse probe of a bench (issue 25): one greedy prompt sent twice after a flush.
+"""The prefix-reuse probe of a bench: one greedy prompt sent twice after a flush.
 
 The second request reuses the first's prompt from the radix cache; with greedy sampling it
 must continue exactly as the first did. On a hybrid target (linear-attention / Mamba layers)

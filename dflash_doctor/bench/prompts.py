@@ -1,4 +1,4 @@
-"""What a bench sends (issue 24): real text by default, the user's prompts, or random ids.
+"""What a bench sends: real text by default, the user's prompts, or random ids.
 
 - `code` and `prose` (the default): excerpts of the frozen corpus
   (`data/bench_corpus.json`, CPython's standard-library source and `pydoc_data.topics`,

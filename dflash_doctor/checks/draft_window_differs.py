@@ -56,10 +56,9 @@ def window_differs(facts: HostFacts) -> list[Finding]:
     **Versions.** Every release has the flag: `--speculative-dflash-draft-window-size`
     (`srt/server_args.py` 0.5.11:5418), `--speculative-draft-window-size` from 0.5.12
     (`srt/server_args.py` 0.5.12:5873; `arg_groups/fields/spec.py` 0.5.23:165); DFD104
-    checks the spelling. Changed meaning, said here so no one is surprised: until issue 9
-    this check also warned when the window was *larger* than W, on a memory premise SGLang's
-    code disproves (one draft KV slot per target token whatever the window). That half was
-    dropped: a larger window on 0.5.11-0.5.13 is DFD103, on 0.5.14+ DFD130.
+    checks the spelling. A window *larger* than W is not this check's: on 0.5.11-0.5.13 it
+    is DFD103, on 0.5.14+ DFD130 (it costs no memory: one draft KV slot per target token
+    whatever the window).
     """
     require_dflash(facts)
     cfg = drafter(facts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
+from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import config_evidence, drafter, require_dflash, version_evidence
 from dflash_doctor.facts.models import DrafterConfig, DrafterFiles, HostFacts
 from dflash_doctor.sglang_versions import format_version, parse_version
@@ -25,6 +25,8 @@ def quantized_drafter_ignored(facts: HostFacts) -> list[Finding]:
     (`is_nemotron_35_draft_config`: `has_embed_tokens`, no `has_lm_head`,
     `quant_algo: W4A16_NVFP4`, `eagle_aux_hidden_state_layer_ids` one past
     `target_layer_ids`, `sample_from_anchor: false`) is built quantized, from 0.5.19.
+    An index that is present but cannot be read (too large, not JSON), beside a config
+    without `quantization_config`, leaves the check unjudged rather than passed.
 
     **Why it hurts.** The server starts and logs nothing alarming, but the drafter's
     projection `fc` is a plain `nn.Linear` and every tensor name the model has no parameter
@@ -57,6 +59,10 @@ def quantized_drafter_ignored(facts: HostFacts) -> list[Finding]:
     files = facts.drafter_files.value
     quantized = files is not None and files.quantized_tensors > 0
     if cfg.quantization is None and not quantized:
+        if files is not None and files.index_error is not None:
+            # The index is there but could not be read: its tensor names are unknown, and a
+            # packed export need not carry a quantization_config.
+            raise Unjudged(f"the drafter's weight index could not be read: {files.index_error}")
         # Without an index (a single-file checkpoint) the config alone says it: quantizers
         # write a quantization_config for transformers to load the checkpoint at all.
         return []

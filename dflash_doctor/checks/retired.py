@@ -25,7 +25,7 @@ RETIRED: dict[str, str] = {
         "windowed draft cache: the draft pool has one slot "
         "per target token in every release and pool sizing has no window term "
         "(model_executor/pool_configurator.py 0.5.11:95-111, 0.5.18:86-232). It also repeated "
-        "DFD101's evidence and fix (issue 16).\n\n"
+        "DFD101's evidence and fix.\n\n"
         "Replaced by: DFD131 draft-kv-memory (bytes per token per GPU, share of the KV "
         "budget, and the real lever: --speculative-draft-kv-cache-dtype fp8_e4m3 from 0.5.18, "
         "then a higher --mem-fraction-static)."

@@ -1,4 +1,4 @@
-"""vLLM's `num_speculative_tokens` against the DFlash drafter's block (issue 29)."""
+"""vLLM's `num_speculative_tokens` against the DFlash drafter's block."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""vLLM's model runner variable against a DFlash drafter (issue 29, docs/vllm.md)."""
+"""vLLM's model runner variable against a DFlash drafter (docs/vllm.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the vLLM checks share (issue 29): the DFlash launch they judge, its evidence."""
+"""What the vLLM checks share: the DFlash launch they judge, its evidence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A DFlash drafter's sliding layers without a window, as vLLM builds them (issue 29)."""
+"""A DFlash drafter's sliding layers without a window, as vLLM builds them."""
 
 from __future__ import annotations
 

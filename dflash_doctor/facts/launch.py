@@ -69,7 +69,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-# Hostile-input bounds (issue 10): argparse is quadratic in option-like tokens (25,000 `-x`
+# Hostile-input bounds: argparse is quadratic in option-like tokens (25,000 `-x`
 # took 31 s); no real launch command has more than a few hundred words.
 MAX_ARGV_WORDS = 1024
 MAX_ARG_CHARS = 64 * 1024
@@ -118,7 +118,7 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--prefill-attention-backend",), "prefill_attention_backend", str),
     FlagSpec(("--decode-attention-backend",), "decode_attention_backend", str),
     FlagSpec(("--quantization",), "quantization", str),
-    # Issue 25: ignored (--speculative-adaptive, EAGLE/EAGLE3 only) or release-dependent
+    # Ignored (--speculative-adaptive, EAGLE/EAGLE3 only) or release-dependent
     # (--disaggregation-mode) with DFLASH (checks/adaptive_ignored.py, disaggregation.py);
     # option strings: `srt/server_args.py` 0.5.11:5530 for the first and
     # `srt/server_args.py` 0.5.11:6419 for the second.

@@ -18,7 +18,7 @@ from dflash_doctor.facts.transformers_defaults import ClassDefaults, class_defau
 # Config files are a few KiB; anything far larger is not a model config.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
 
-# Hostile-input bounds (issue 10): no real config has more layers or larger counts; larger
+# Hostile-input bounds: no real config has more layers or larger counts; larger
 # values would cost memory (a list per layer) or overflow fixed-width arithmetic later.
 MAX_LAYERS = 4096
 MAX_CONFIG_INT = 1 << 40

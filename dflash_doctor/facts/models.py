@@ -205,7 +205,7 @@ class LaunchArgs(BaseModel):
     # Why the parse is not exact: a replay of the nearest release, a variable the shell
     # expansion could not resolve, a --config file that could not be read.
     parser_notes: list[str] = Field(default_factory=list)
-    # Topology and backends (issue 11): what DFLASH refuses or changes per version.
+    # Topology and backends: what DFLASH refuses or changes per version.
     pp_size: int = 1
     dp_size: int = 1
     attn_dp_size: int = 1
@@ -214,7 +214,7 @@ class LaunchArgs(BaseModel):
     prefill_attention_backend: str | None = None
     decode_attention_backend: str | None = None
     quantization: str | None = None
-    # Issue 25: what DFLASH ignores or serves only from some release (DFD165, DFD166).
+    # What DFLASH ignores or serves only from some release (DFD165, DFD166).
     speculative_adaptive: bool = False
     disaggregation_mode: str | None = None
     # Options that a `--config` YAML file added to the command: option -> that file.
@@ -396,7 +396,7 @@ class HostFacts(BaseModel):
     # release the live server reports (`sglang_version` then holds the running one): an
     # upgrade installed but not restarted. Absent when they agree or nothing runs.
     installed_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
-    # Which engine serves the host (issue 29); not gathered or none found: judged as SGLang.
+    # Which engine serves the host; not gathered or none found: judged as SGLang.
     engine: Fact[Engine] = Field(default_factory=lambda: Fact[Engine]())
     # The vLLM launch, on a vLLM host only (finders/vllm.py); absent elsewhere.
     vllm_launch: Fact[VllmLaunch] = Field(default_factory=lambda: Fact[VllmLaunch]())
@@ -456,7 +456,7 @@ class BenchRequest(BaseModel):
     """One /generate request of a bench cell, as measured."""
 
     # Bounded: a host's answer with a huge or non-finite number is a malformed row
-    # (bench/run.py), never an overflow in the statistics (issue 22).
+    # (bench/run.py), never an overflow in the statistics.
     latency_s: float | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER, allow_inf_nan=False)
     prompt_tokens: int | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER)
     completion_tokens: int | None = Field(default=None, ge=0, le=_MAX_BENCH_NUMBER)

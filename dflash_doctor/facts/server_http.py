@@ -20,7 +20,7 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - flush: POST /flush_cache (srt/entrypoints/http_server.py 0.5.11:762 ... 0.5.23:1025);
 - cell: `concurrency` concurrent POST /generate. Without `text`: `input_ids` drawn with a
   seeded generator over [0, vocab), `ignore_eos` and a fixed `max_new_tokens` (the
-  content-free control). With `text` (issue 24): real text, `{"payload": base64(zlib(JSON
+  content-free control). With `text`: real text, `{"payload": base64(zlib(JSON
   {"docs": [...]})), "requests": [{"doc", "start", "end", "task"}], "size": N|null}`;
   each prompt is the doc's [start:end) excerpt (cycled when it must be longer) and the task,
   sized to N tokens with the server's own tokenizer (POST /v1/tokenize, served 0.5.11..
@@ -30,7 +30,7 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
   0.5.11:2102-2110, 0.5.23:3164-3172) and the acceptance histogram
   (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991, `spec_correct_drafts_histogram`
   0.5.20:2987, 0.5.23:3199), and whether the response carried reasoning tokens;
-- repeat (issue 25): flush, then the same greedy prompt (`text`, temperature 0) twice to
+- repeat: flush, then the same greedy prompt (`text`, temperature 0) twice to
   POST /generate; both answers' `output_ids` (tokenizer_manager.py 0.5.11:1745, 0.5.23:2653)
   and the second's `cached_tokens` (tokenizer_manager.py 0.5.11:1691, 0.5.23:2557).
 """
@@ -121,7 +121,7 @@ class Client:
 
         The socket timeout bounds each wait for a byte only: a server that drips one byte a
         second keeps a read going for ever. The request runs in a daemon thread that is
-        abandoned at the deadline (this process ends after its answer) (issue 22)."""
+        abandoned at the deadline (this process ends after its answer)."""
         box: list[Any] = []
 
         def work() -> None:

@@ -1,4 +1,4 @@
-"""A DFlash drafter's layers as vLLM builds them (issue 29, docs/vllm.md).
+"""A DFlash drafter's layers as vLLM builds them (docs/vllm.md).
 
 vLLM wraps the drafter's transformers config in an EAGLEConfig that copies its `to_dict()`
 (vllm/transformers_utils/configs/eagle.py 0.27.1:83-86, 0.34.0:85-88): `layer_types` and

@@ -1,4 +1,4 @@
-"""A vLLM launch (issue 29): which engine a command runs, and what a vLLM one asks for.
+"""A vLLM launch: which engine a command runs, and what a vLLM one asks for.
 
 vLLM's server is `vllm serve MODEL [options]` or `python -m
 vllm.entrypoints.openai.api_server --model MODEL [options]`. Its parser

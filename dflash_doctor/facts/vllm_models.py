@@ -1,4 +1,4 @@
-"""The typed vLLM launch facts (issue 29), apart from their parser (facts/vllm_launch.py)
+"""The typed vLLM launch facts, apart from their parser (facts/vllm_launch.py)
 so that facts/models.py can hold them without importing the launch parsers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The live server's own answers over its HTTP API (issue 13), asked on the host.
+"""The live server's own answers over its HTTP API, asked on the host.
 
 The requests run on the host (`facts/server_http.py`, shipped and run with the host's
 `python3`), so this works over SSH against a server bound to 127.0.0.1 only. Never for a

@@ -1,4 +1,4 @@
-"""The vLLM server (issue 29): found where no SGLang server is, from the launch file given
+"""The vLLM server: found where no SGLang server is, from the launch file given
 or the running `vllm serve` process, as a VllmLaunch fact.
 
 Read only: the process's command line and the catalog's VLLM_* variables of its

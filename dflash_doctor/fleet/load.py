@@ -11,19 +11,24 @@ serialise a nested `runtime.args` that deep).
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from dflash_doctor.errors import one_line
+from dflash_doctor.regular_file import Unread, Words, read_regular
 from dflash_doctor.report import SCHEMA_VERSION, Report
 
 # 16 hosts x 40 KB is a typical inventory report; one with bench sweeps and probes stays
 # far below this. A larger file is not a report this tool wrote.
 MAX_REPORT_BYTES = 64 * 1024 * 1024
+_REFUSED = Words(
+    open="cannot open: {reason}",
+    kind="not a regular file",
+    size=f"larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a report",
+    read="cannot read: {reason}",
+)
 MAX_DEPTH = 64
 # JSON values a report may hold (counted as `,`, `[` and `{` bytes, before any parse): each
 # costs ~60-100 bytes as a Python object, so this bounds a merge's memory (~200 MB) where
@@ -36,32 +41,11 @@ class LoadError(Exception):
 
 
 def _read(path: Path) -> bytes:
+    # Refused by its size before a byte is read, and read no further than the bound.
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        raise LoadError(f"{path}: cannot open: {e.strerror}") from None
-    # fstat of what was opened: a FIFO or a device would block or never end.
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise LoadError(f"{path}: not a regular file")
-    # Refused by its size before a byte is read; read no more than it holds (a read of the
-    # whole bound would allocate the bound first). A file that grows meanwhile is cut short,
-    # and then is not JSON.
-    size = os.fstat(fd).st_size
-    too_big = LoadError(
-        f"{path}: larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a report"
-    )
-    if size > MAX_REPORT_BYTES:
-        os.close(fd)
-        raise too_big
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(min(size, MAX_REPORT_BYTES) + 1)
-        except OSError as e:
-            raise LoadError(f"{path}: cannot read: {e.strerror}") from None
-    if len(data) > MAX_REPORT_BYTES:
-        raise too_big
-    return data
+        return read_regular(path, MAX_REPORT_BYTES)
+    except Unread as e:
+        raise LoadError(f"{path}: {_REFUSED.say(e, MAX_REPORT_BYTES)}") from None
 
 
 def _depth_within(obj: Any, limit: int) -> bool:

@@ -28,7 +28,7 @@ from dflash_doctor.facts.bench_stats import (
 from dflash_doctor.facts.models import BenchCell, BenchResult
 from dflash_doctor.render.text import clean
 
-SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals, baseline (issue 24)
+SCHEMA = "dflash-doctor-bench/2"  # 2: prompts, repeats, intervals, baseline
 
 
 def _f(value: float | None, digits: int = 2) -> str:

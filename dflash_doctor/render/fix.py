@@ -38,7 +38,7 @@ def _plan(plan: PlanView, console: Console) -> None:
     if plan.diff:
         console.print(
             # Wrapped, never cropped: a long line's change (an inventory's one-line `launch:`)
-            # is seen whole at any terminal width (issue 22 item 10).
+            # is seen whole at any terminal width.
             Syntax(
                 clean(plan.diff),
                 "diff",

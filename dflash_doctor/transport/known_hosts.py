@@ -17,33 +17,27 @@ from __future__ import annotations
 import hmac
 import os
 import re
-import stat
 from typing import Any
 
 import paramiko
 
 from dflash_doctor.errors import TransportError
+from dflash_doctor.regular_file import Unread, Words, read_regular
 
 MAX_KNOWN_HOSTS_BYTES = 16 << 20  # ~100,000 entries: far past any real file
+_REFUSED = Words(
+    open="cannot read known_hosts: {reason}",
+    kind="known_hosts is not a regular file: refused",
+    size="known_hosts is larger than {limit} bytes: refused",
+)
 
 
 def read_bounded(path: str, limit: int = MAX_KNOWN_HOSTS_BYTES) -> str:
     """The text of `path`, a regular file of at most `limit` bytes; else TransportError."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as e:
-        raise TransportError(f"{path}: cannot read known_hosts: {e.strerror or e}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TransportError(f"{path}: known_hosts is not a regular file: refused")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise TransportError(f"{path}: cannot read known_hosts: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise TransportError(f"{path}: known_hosts is larger than {limit} bytes: refused")
+        data = read_regular(path, limit)
+    except Unread as e:
+        raise TransportError(f"{path}: {_REFUSED.say(e, limit)}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -59,6 +59,17 @@ def test_versions_cite_the_wheels(check_id: str) -> None:
     assert citations(versions), f"{check_id}: Versions cites no `path.py VERSION:LINE`"
 
 
+# The project's own history ("until issue 9", "round two") means nothing to a reader of the
+# page; it belongs in CHANGELOG.md. Upstream references (`sgl-project/sglang#123`) are fine.
+HISTORY = re.compile(r"\b(issues?|round|PR) #?\d+\b|\b(round two|last round)\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_no_page_tells_the_projects_history(page: str) -> None:
+    said = [m.group(0) for m in HISTORY.finditer(flat(PAGES[page]))]
+    assert not said, f"{page}: history belongs in CHANGELOG.md, not the explain page: {said}"
+
+
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_citation_is_written_one_way(page: str) -> None:
     text = flat(PAGES[page])

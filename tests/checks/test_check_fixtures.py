@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -39,6 +40,9 @@ from fixtures.sshd import free_port
 from tests.conftest import REPO
 
 CASES_ROOT = REPO / "fixtures" / "checks"
+# model configs several cases use as they are: a case names `../../_shared/NAME` in its
+# `gate.args` or `live.yaml` instead of holding a copy (fixtures/checks/README.md)
+SHARED = CASES_ROOT / "_shared"
 FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
 KINDS = ("fires", "clean")
 
@@ -145,9 +149,14 @@ def run_case(
     return checked  # type: ignore[no-any-return]
 
 
+def case_folders() -> list[Path]:
+    """The per-check folders: every folder but `_shared`."""
+    return sorted(p for p in CASES_ROOT.iterdir() if p.is_dir() and p != SHARED)
+
+
 def cases() -> list[Any]:
     found = []
-    for folder in sorted(p for p in CASES_ROOT.iterdir() if p.is_dir()):
+    for folder in case_folders():
         found += [
             pytest.param(folder.name, kind, id=f"{folder.name}-{kind}")
             for kind in KINDS
@@ -181,11 +190,25 @@ def test_every_check_has_a_fires_and_a_clean_fixture() -> None:
 
 
 def test_no_fixture_folder_outlives_its_check() -> None:
-    folders = {p.name for p in CASES_ROOT.iterdir() if p.is_dir()}
+    folders = {p.name for p in case_folders()}
     assert folders <= set(CATALOG), f"not checks of the catalog: {sorted(folders - set(CATALOG))}"
     for folder in folders:
         extra = {p.name for p in (CASES_ROOT / folder).iterdir()} - set(KINDS)
         assert not extra, f"fixtures/checks/{folder}: unexpected {sorted(extra)}"
+
+
+def test_every_shared_config_is_named_by_a_case() -> None:
+    named = {
+        name
+        for folder in case_folders()
+        for spec in folder.glob("*/*")
+        if spec.name in ("gate.args", "live.yaml")
+        for name in re.findall(r"\.\./\.\./_shared/([\w.-]+)", spec.read_text())
+    }
+    shared = {p.name for p in SHARED.iterdir()}
+    unused, missing = sorted(shared - named), sorted(named - shared)
+    assert not unused and not missing, f"_shared: unused {unused}, missing {missing}"
+    assert all((SHARED / name / "config.json").is_file() for name in shared)
 
 
 def test_the_running_release_judges_the_window_not_the_installed_one(

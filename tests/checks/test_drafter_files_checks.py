@@ -175,6 +175,14 @@ def test_dfd160_passes_an_unquantized_drafter() -> None:
     assert run("DFD160", facts_with("0.5.11", clean)).status == "passed"
 
 
+def test_dfd160_an_unreadable_index_is_unjudged_not_passed() -> None:
+    unread = files(index_error="h:/models/d/model.safetensors.index.json: larger than 16 MiB")
+    r = run("DFD160", facts_with("0.5.23", unread))
+    assert r.status == "skipped" and "could not be read" in (r.reason or "")
+    quant: dict[str, Any] = {"quantization_config": {"quant_method": "compressed-tensors"}}
+    assert run("DFD160", facts_with("0.5.23", unread, **quant)).status == "failed"
+
+
 # DFD161 -----------------------------------------------------------------------------------
 
 DIALECT: dict[str, Any] = {

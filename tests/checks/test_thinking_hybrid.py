@@ -39,7 +39,7 @@ from dflash_doctor.runner import run_check
 from tests.conftest import REPO, target_cfg
 
 CASES = REPO / "fixtures" / "checks"
-HYBRID = CASES / "DFD172" / "fires" / "target" / "config.json"
+HYBRID = CASES / "_shared" / "qwen3.5-35b-a3b" / "config.json"
 QWEN3 = CASES / "DFD171" / "fires" / "target" / "config.json"
 QWEN3_DRAFTER = CASES / "DFD171" / "fires" / "drafter" / "config.json"
 

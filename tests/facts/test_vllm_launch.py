@@ -1,4 +1,4 @@
-"""The vLLM launch parser (issue 29): what `vllm serve` and the API server module ask for,
+"""The vLLM launch parser: what `vllm serve` and the API server module ask for,
 read as vLLM's own parser reads it, and hostile command lines refused in one line."""
 
 from __future__ import annotations
