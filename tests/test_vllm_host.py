@@ -5,6 +5,8 @@ the vLLM checks, never by SGLang's, and never called a server that "does not use
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +128,38 @@ def test_a_systemd_unit_through_the_gate(tmp_path: Path, monkeypatch: pytest.Mon
     (checked,) = host["results"]
     assert checked["status"] == "failed", checked
     assert checked["findings"][0]["evidence"][0]["file"] == "vllm.service"
+
+
+def keys_facts(version: str | None, keys: list[str]) -> HostFacts:
+    spec = VllmSpeculative(method="dflash", model="/models/d", keys=keys)
+    launch = VllmLaunch(source="launch.sh", kind="script", speculative=spec)
+    return HostFacts(
+        host="h",
+        engine=Fact.of("vllm"),
+        vllm_launch=Fact.of(launch),
+        vllm_version=Fact.of(version) if version else Fact[str](),
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "key", "status"),
+    [
+        ("0.34.0", "enable_adaptive_verification", "passed"),
+        ("0.27.1", "enable_adaptive_verification", "failed"),  # not yet a 0.27.1 key
+        ("0.28.5", "draft_sample_method", "passed"),  # answers as 0.28.0
+        ("0.34.0", "disable_padded_drafter_batch", "failed"),  # gone by 0.34.0
+        (None, "disable_padded_drafter_batch", "passed"),  # some release has it
+        (None, "num_spec_tokens", "failed"),
+        ("0.35.0", "num_spec_tokens", "skipped"),  # newer than the releases read
+    ],
+)
+def test_speculative_config_keys_by_release(version: str | None, key: str, status: str) -> None:
+    (result,) = run_checks(keys_facts(version, ["method", key]), select=["DFD303"])
+    assert result.status == status, result
+
+
+def test_the_key_data_is_what_the_wheels_give() -> None:
+    if not Path("/work/wheels/vllm/src/0.34.0").is_dir():
+        pytest.skip("vLLM wheels not unpacked")
+    script = REPO / "scripts" / "gen_vllm_speculative.py"
+    assert subprocess.run([sys.executable, str(script), "--check"]).returncode == 0
