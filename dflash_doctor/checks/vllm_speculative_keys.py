@@ -23,9 +23,8 @@ def vllm_speculative_config_unknown_key(facts: HostFacts) -> list[Finding]:
     `SpeculativeConfig`; where the release is not known, a key that no release read has.
 
     **Why it hurts.** `SpeculativeConfig` is a pydantic dataclass that forbids extra
-    keys: vLLM exits at start-up with a ValidationError (`Extra inputs are not
-    permitted`). A misspelt key (`num_spec_tokens`) or one of a newer release keeps the
-    server down.
+    keys: vLLM exits at start-up with pydantic's ValidationError naming the key. A
+    misspelt key (`num_spec_tokens`) or one of a newer release keeps the server down.
 
     **Example.** `--speculative-config '{"method": "dflash", "model": "z-lab/...",
     "num_spec_tokens": 15}'`.
