@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from dflash_doctor.facts.launch import replay_launch
 from dflash_doctor.facts.model_config import parse_drafter_config, parse_target_config
 from dflash_doctor.facts.models import Fact, HostFacts, LaunchArgs, ServerProcess
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch
 from dflash_doctor.finders.base import attempt, host_file_reader
 from dflash_doctor.finders.drafter_files import find_drafter_files
 from dflash_doctor.finders.gpus import find_gpus
@@ -46,6 +47,7 @@ from dflash_doctor.finders.version import (
     installed_version,
     run_version_query,
 )
+from dflash_doctor.finders.vllm import engine_facts, find_vllm_version
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.prefetch_plan import prefetching
@@ -155,6 +157,7 @@ def gather(
     # Every host interpreter runs through this: as the server's owner, or not at all.
     run_as = HostExec(t, spec)
     found = find_launch(t, spec, {k: v for k, v in (local_env or {}).items() if k in ENV_KEYS})
+    engine, vllm = _engine(t, spec, found)
     launch, version = _launch_and_version(t, spec, run_as, found)
     args = launch.value
     python = spec.hints.python or (args.python if args else None)
@@ -164,6 +167,8 @@ def gather(
     hubs = hub_dirs(found.env, spec.hints.hf_home)
     drafter_path = args.draft_model_path if args else logged.get("speculative_draft_model_path")
     target_path = args.model_path if args else logged.get("model_path")
+    if vllm.value is not None:
+        drafter_path, target_path = vllm.value.draft_model, vllm.value.model
     drafter = model_fact(
         t, host, spec.hints.drafter_path or drafter_path, "drafter", parse_drafter_config, hubs
     )
@@ -184,9 +189,34 @@ def gather(
         environ=found.environ or _no_environ(host, found.no_processes),
         capture_hook=find_capture_hook(t, host, target.value, version.value, site),
         server=found.server,
+        engine=engine,
+        vllm_launch=vllm,
     )
+    if engine.value == "vllm":
+        _vllm_host(t, facts)
     _live(t, spec, facts, found.pid)
     return facts
+
+
+def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], Fact[VllmLaunch]]:
+    """The host's engine and vLLM launch; on a vLLM host SGLang's launch does not apply
+    (its checks are skipped as not applying, never "no SGLang server found")."""
+    engine, vllm = engine_facts(t, spec, found.launch, found.pid)
+    if engine.value == "vllm":
+        found.launch = Fact[LaunchArgs].missing(
+            f"{spec.name}: a vLLM server, not SGLang's launch", vllm.source, out_of_reach=True
+        )
+    return engine, vllm
+
+
+def _vllm_host(t: Transport, facts: HostFacts) -> None:
+    """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
+    facts.vllm_version = find_vllm_version(t, facts.host, facts.vllm_launch.value)
+    why = f"{facts.host}: a vLLM server"
+    facts.sglang_version = Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True)
+    facts.environ = Fact[dict[str, str]].missing(
+        f"{why}: its VLLM_* variables are in the vLLM launch", out_of_reach=True
+    )
 
 
 def _no_environ(host: str, out_of_reach: bool = False) -> Fact[dict[str, str]]:

@@ -145,7 +145,9 @@ def unread_inputs(hosts: list[HostReport], given: dict[str, str]) -> list[str]:
             continue
         for name, option in given.items():
             fact = getattr(host.facts, name)
-            if fact.value is None:
+            # On a vLLM host the launch named (--pid, a launch file) is the vLLM launch.
+            vllm = name == "launch" and host.facts.vllm_launch.value is not None
+            if fact.value is None and not vllm:
                 # Its reason is the host's fact error already (`could not read NAME: ...`):
                 # said once, the note names the option that asked for it.
                 said = one_line(f"{name}: {fact.error}") in host.fact_errors

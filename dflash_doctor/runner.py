@@ -27,8 +27,22 @@ def _missing_reason(facts: HostFacts, check: Check) -> tuple[str, bool] | None:
     return None
 
 
+def other_engine(facts: HostFacts, check: Check) -> str | None:
+    """Why the check does not apply to this host's engine: an SGLang check on a
+    vLLM server is never run (never "does not use DFLASH"), a vLLM check needs one."""
+    served = facts.engine.value or "sglang"
+    if check.engine == served:
+        return None
+    if served == "vllm":
+        return "a vLLM server: this check judges SGLang servers (docs/vllm.md)"
+    return "not a vLLM server: this check judges vLLM servers"
+
+
 def run_check(check: Check, facts: HostFacts) -> CheckResult:
     base = {"check_id": check.id, "name": check.name, "severity": check.severity}
+    engine = other_engine(facts, check)
+    if engine is not None:
+        return CheckResult(status="skipped", reason=engine, unjudged=False, **base)
     missing = _missing_reason(facts, check)
     if missing is not None:
         reason, unjudged = missing

@@ -24,6 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "dflash_doctor"
 WHEELS = Path("/work/wheels/src")
+# vLLM's wheels (docs/vllm.md): a citation whose path starts with `vllm/` names the
+# file from the package root, `vllm/config/speculative.py 0.34.0:455`.
+VLLM_WHEELS = Path("/work/wheels/vllm/src")
+VLLM_PREFIX = "vllm/"
 DATA = REPO / "tests" / "data" / "cited_lines.json"
 
 VERSION = r"0\.\d+\.\d+(?:\.post\d+)?"
@@ -106,6 +110,10 @@ def wheel_files(version: str) -> dict[str, list[Path]]:
 
 def wheel_file(path: str, version: str) -> Path:
     """The one file of a release that a citation's path names."""
+    if path.startswith(VLLM_PREFIX):
+        vllm_file = VLLM_WHEELS / version / path
+        assert vllm_file.is_file(), f"{path} {version}: no such file in vLLM {version}"
+        return vllm_file
     assert (WHEELS / version).is_dir(), f"{path} {version}: no such release unpacked"
     found = wheel_files(version).get(path, [])
     assert len(found) == 1, f"{path} {version}: {len(found)} files match (name more of the path)"

@@ -12,7 +12,7 @@ import pkgutil
 from dflash_doctor.checks.base import REGISTRY, Check
 
 # Modules that hold what the checks share (and the retired ids), registering none.
-SUPPORT = frozenset({"base", "views", "impact_labels", "retired"})
+SUPPORT = frozenset({"base", "views", "impact_labels", "retired", "vllm_views"})
 
 CHECK_MODULES: tuple[str, ...] = tuple(
     sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in SUPPORT)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.defaults import Severity as Severity
 from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.vllm_models import Engine
 
 
 class Evidence(BaseModel):
@@ -101,7 +102,17 @@ class Unjudged(Skip):
     unusable (the SGLang version, a config); the message names it. Fails --fail-on-skip."""
 
 
-FactName = Literal["sglang_version", "gpus", "launch", "drafter", "target", "log", "environ"]
+FactName = Literal[
+    "sglang_version",
+    "gpus",
+    "launch",
+    "drafter",
+    "target",
+    "log",
+    "environ",
+    "vllm_launch",
+    "vllm_version",
+]
 CheckFunc = Callable[[HostFacts], list[Finding]]
 
 
@@ -113,6 +124,8 @@ class Check:
     func: CheckFunc
     needs: tuple[FactName, ...]
     needs_any: tuple[FactName, ...]
+    # The engine whose servers the check judges; it is skipped, as not applying, on others.
+    engine: Engine = "sglang"
 
     @property
     def doc(self) -> str:
@@ -158,6 +171,7 @@ def check(
     *,
     needs: tuple[FactName, ...] = (),
     needs_any: tuple[FactName, ...] = (),
+    engine: Engine = "sglang",
 ) -> Callable[[CheckFunc], Check]:
     """Register a check. Its docstring is its documentation page (`dflash-doctor explain`).
 
@@ -169,7 +183,7 @@ def check(
             raise ValueError(f"duplicate check id {check_id}")
         if not func.__doc__:
             raise ValueError(f"check {check_id} has no documentation")
-        made = Check(check_id, name, severity, func, needs, needs_any)
+        made = Check(check_id, name, severity, func, needs, needs_any, engine)
         REGISTRY[check_id] = made
         return made
 

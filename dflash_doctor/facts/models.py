@@ -7,6 +7,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from dflash_doctor.facts.probe_result import ProbeResult
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch
 
 T = TypeVar("T")
 
@@ -395,6 +396,12 @@ class HostFacts(BaseModel):
     # release the live server reports (`sglang_version` then holds the running one): an
     # upgrade installed but not restarted. Absent when they agree or nothing runs.
     installed_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
+    # Which engine serves the host; not gathered or none found: judged as SGLang.
+    engine: Fact[Engine] = Field(default_factory=lambda: Fact[Engine]())
+    # The vLLM launch, on a vLLM host only (finders/vllm.py); absent elsewhere.
+    vllm_launch: Fact[VllmLaunch] = Field(default_factory=lambda: Fact[VllmLaunch]())
+    # The installed vLLM (its dist-info beside the launch's interpreter), on a vLLM host.
+    vllm_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
 
     def server_pid(self) -> int | None:
         """The pid of the server process the facts came from, or None."""

@@ -9,6 +9,7 @@ from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.models import Fact, ServerProcess
 from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.finders.vllm import runs_vllm_pid
 from dflash_doctor.host_exec import parse_status_ids
 from dflash_doctor.hosts import GatherHints
 from dflash_doctor.redact import redact_text
@@ -53,7 +54,8 @@ def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
     the launch file's server does not run: the file alone is then the launch). Several
     servers and no choice is a ServerChoice (exit 2) listing them."""
     if hints.pid is not None:
-        return given_pid(t, host, hints.pid)
+        # A vLLM server's pid is the vLLM finder's (finders/vllm.py), not a wrong choice.
+        return None if runs_vllm_pid(t, hints.pid) else given_pid(t, host, hints.pid)
     servers = running_servers(t)
     if hints.server_port is not None:
         on_port = [s for s in servers if _port(s) == hints.server_port]

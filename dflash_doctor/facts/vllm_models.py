@@ -1,0 +1,70 @@
+"""The typed vLLM launch facts, apart from their parser (facts/vllm_launch.py)
+so that facts/models.py can hold them without importing the launch parsers."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Which engine serves the host; a host where none was found is judged as SGLang's (the
+# catalog's checks name what they miss).
+Engine = Literal["sglang", "vllm"]
+
+# The variable that chose the model runner in 0.27.1-0.33.0 and is refused unless `1` in
+# 0.34.0 (docs/vllm.md; checks/vllm_runner_variable.py).
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+class VllmSpeculative(BaseModel):
+    """The `--speculative-config` object (with `--spec-*` merged in), typed where read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: str | None = None
+    model: str | None = None
+    num_speculative_tokens: int | None = None
+    max_model_len: int | None = None
+    attention_backend: str | None = None
+    draft_sample_method: str | None = None
+    enable_adaptive_verification: bool | None = None
+    # Every key given, dashes as underscores, as vLLM passes them on.
+    keys: list[str] = Field(default_factory=list)
+
+
+class VllmLaunch(BaseModel):
+    """What a vLLM server launch asks for: the model, the draft, the lengths, TP, the
+    runner variable; `flag_lines` maps an option to its line in a launch file."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    kind: Literal["process", "script", "systemd"]
+    python: str | None = None
+    # The `vllm` console script of `vllm serve` as written (a path or a bare name).
+    launcher: str | None = None
+    model: str | None = None
+    speculative: VllmSpeculative | None = None
+    max_model_len: int | None = None  # None: not given, or `auto` / -1
+    tensor_parallel_size: int | None = None
+    port: int | None = None
+    # The VLLM_ENV_NAMES variables the launch sets (an exported or prefix assignment, the
+    # process's environment), printable text only.
+    environ: dict[str, str] = Field(default_factory=dict)
+    flag_lines: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def draft_model(self) -> str | None:
+        return self.speculative.model if self.speculative is not None else None
+
+    @property
+    def is_dflash(self) -> bool:
+        """`method: dflash`, or no method and a draft whose name says dflash, which vLLM
+        resolves to DFlash (vllm/config/speculative.py 0.28.0:946-949,
+        vllm/v1/worker/gpu/spec_decode/dflash/config.py 0.34.0:24-25)."""
+        spec = self.speculative
+        if spec is None:
+            return False
+        if spec.method is not None:
+            return spec.method == "dflash"
+        return spec.model is not None and "dflash" in spec.model.lower()

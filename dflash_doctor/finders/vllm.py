@@ -1,0 +1,202 @@
+"""The vLLM server: found where no SGLang server is, from the launch file given
+or the running `vllm serve` process, as a VllmLaunch fact.
+
+Read only: the process's command line and the catalog's VLLM_* variables of its
+environment (facts/vllm_launch.py VLLM_ENV_NAMES; never the rest, which may hold secrets).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from dflash_doctor.errors import DoctorError, FactError
+from dflash_doctor.facts.launch import launch_file_kind
+from dflash_doctor.facts.models import Fact, LaunchArgs
+from dflash_doctor.facts.vllm_launch import (
+    NotVllm,
+    parse_vllm_argv,
+    parse_vllm_script,
+    parse_vllm_systemd_unit,
+    process_environ,
+    runs_vllm,
+)
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch
+from dflash_doctor.finders.base import MAX_HOST_FILE_BYTES, attempt, host_file_reader
+from dflash_doctor.hosts import GatherHints, HostSpec
+from dflash_doctor.transport.base import Transport
+from dflash_doctor.transport.questions import proc_pids
+
+MAX_CMDLINE_BYTES = 1024 * 1024
+
+
+def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
+    """A shell launch script or systemd unit that runs vLLM; compose files are not read
+    for vLLM yet (one clear line says so)."""
+
+    try:
+        data = t.read_file(path, max_bytes=MAX_HOST_FILE_BYTES)
+    except DoctorError:
+        return Fact[VllmLaunch]()  # the SGLang launch finder names the unreadable file
+    if not runs_vllm_text(data):
+        return Fact[VllmLaunch]()
+
+    def parse() -> VllmLaunch | None:
+        kind = launch_file_kind(path, data)
+        if kind == "compose":
+            raise FactError("vLLM launches in compose files are not read yet")
+        parse_file = parse_vllm_systemd_unit if kind == "systemd" else parse_vllm_script
+        try:
+            return parse_file(data, source=path, read=host_file_reader(t))
+        except NotVllm:
+            return None  # the words were in a comment or an echo: not a vLLM launch
+
+    got = attempt(host, path, parse)
+    return Fact[VllmLaunch](value=got.value, source=got.source, error=got.error)
+
+
+def _candidates(t: Transport) -> list[int]:
+    """Pids that may run vLLM. A live host: `pgrep -f vllm` on it, else every pid its /proc
+    lists. Elsewhere the transport's own table: a recorded tree's /proc (pgrep would see
+    this machine), none offline (OutOfReach)."""
+    if t.live_refused is not None:
+        return t.process_ids()
+    try:
+        res = t.run(["pgrep", "-f", "vllm"], timeout=10)
+        if res.returncode in (0, 1):
+            return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
+    except DoctorError:
+        pass
+    return proc_pids(t.list_dir("/proc"))
+
+
+def vllm_servers(t: Transport) -> list[tuple[int, list[str]]]:
+    """Every process that runs a vLLM server (pid, argv)."""
+    found = []
+    for pid in _candidates(t):
+        try:
+            raw = t.read_file(f"/proc/{pid}/cmdline", max_bytes=MAX_CMDLINE_BYTES)
+        except DoctorError:
+            continue  # processes come and go while we look
+        argv = _argv(raw)
+        if runs_vllm(argv):
+            found.append((pid, argv))
+    return found
+
+
+def _argv(raw: bytes) -> list[str]:
+    return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def runs_vllm_pid(t: Transport, pid: int) -> bool:
+    """Whether process `pid` runs a vLLM server (False when it cannot be read)."""
+    try:
+        return runs_vllm(_argv(t.read_file(f"/proc/{pid}/cmdline", max_bytes=MAX_CMDLINE_BYTES)))
+    except DoctorError:
+        return False
+
+
+def vllm_launch_of_process(t: Transport, host: str, pid: int, argv: list[str]) -> VllmLaunch:
+    """The running server's launch, with the catalog's VLLM_* variables of its environment."""
+    try:
+        environ = process_environ(t.read_file(f"/proc/{pid}/environ", max_bytes=1 << 20))
+    except DoctorError:
+        environ = {}  # unreadable (another user's process): the launch alone stands
+    return parse_vllm_argv(argv, source=f"process {pid}", kind="process", environ=environ)
+
+
+def find_vllm(t: Transport, host: str, hints: GatherHints) -> Fact[VllmLaunch]:
+    """The vLLM launch: the launch file given, else the one running vLLM server (one on
+    `--port` when several run). Absent (no value, no error) when no vLLM runs here."""
+    if hints.launch_file:
+        return vllm_launch_of_file(t, host, hints.launch_file)
+    servers = attempt(host, "/proc", lambda: vllm_servers(t))
+    if servers.value is None:
+        return Fact[VllmLaunch]()  # no process table here: the SGLang finder says so
+    running = servers.value
+    if hints.pid is not None:
+        running = [s for s in running if s[0] == hints.pid]
+    if len(running) > 1 and hints.server_port is not None:
+        running = [s for s in running if _port(s[1]) == hints.server_port]
+    if not running:
+        return Fact[VllmLaunch]()
+    if len(running) > 1:
+        pids = ", ".join(str(pid) for pid, _ in running[:16])
+        why = f"{host}: {len(running)} vLLM servers run (pids {pids}); choose one with --pid"
+        return Fact[VllmLaunch].missing(why, source="/proc")
+    pid, argv = running[0]
+    return attempt(host, f"/proc/{pid}", lambda: vllm_launch_of_process(t, host, pid, argv))
+
+
+def _port(argv: list[str]) -> int | None:
+    try:
+        return parse_vllm_argv(argv, source="", kind="process").port
+    except FactError:
+        return None
+
+
+def runs_vllm_text(data: bytes) -> bool:
+    """Whether a launch file names vLLM's server at all: a file that does not is some
+    other engine's, and no vLLM fact is made of it (its own finder reports on it)."""
+    return b"vllm serve" in data or b"vllm.entrypoints.openai.api_server" in data
+
+
+def engine_facts(
+    t: Transport, spec: HostSpec, launch: Fact[LaunchArgs], pid: int | None
+) -> tuple[Fact[Engine], Fact[VllmLaunch]]:
+    """Which engine serves the host, and its vLLM launch where that is vLLM: looked for
+    only where no SGLang launch was found (an SGLang host pays nothing for it)."""
+    if launch.value is not None or pid is not None:
+        return Fact[Engine].of("sglang", launch.source), Fact[VllmLaunch]()
+    if spec.hints.launch is not None:
+        return Fact[Engine](), Fact[VllmLaunch]()
+    vllm = find_vllm(t, spec.name, spec.hints)
+    if vllm.value is None and vllm.error is None:
+        return Fact[Engine](), vllm
+    return Fact[Engine].of("vllm", vllm.source), vllm
+
+
+def _bin_dirs(launch: VllmLaunch) -> list[str]:
+    """The bin directories the launch names by path: its Python's, its `vllm` script's."""
+    words = [w for w in (launch.python, launch.launcher) if w and w.startswith("/")]
+    return list(dict.fromkeys(posixpath.dirname(w) for w in words))
+
+
+def vllm_dist_infos(t: Transport, bin_dir: str) -> list[tuple[str, str]]:
+    """(version, path) of each `vllm-*.dist-info` in the site dirs beside a bin directory."""
+    lib = posixpath.join(posixpath.dirname(bin_dir), "lib")
+    try:
+        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")][:8]
+    except DoctorError:
+        return []
+    found = []
+    for py in pythons:
+        for sub in ("site-packages", "dist-packages"):
+            site = posixpath.join(lib, py, sub)
+            try:
+                entries = t.list_dir(site)
+            except DoctorError:
+                continue
+            for entry in entries:
+                m = re.fullmatch(r"vllm-([0-9][0-9A-Za-z.+]{0,40})\.dist-info", entry)
+                if m:
+                    found.append((m.group(1), posixpath.join(site, entry)))
+    return found
+
+
+def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fact[str]:
+    """The installed vLLM: the one `vllm-*.dist-info` beside the launch's Python or `vllm`
+    script. Absent off vLLM hosts; a reason where none or several are found."""
+    if launch is None:
+        return Fact[str]()
+    dirs = _bin_dirs(launch)
+    if not dirs:
+        return Fact[str].missing(f"{host}: vLLM version not found (no interpreter path known)")
+    found = [f for d in dirs for f in vllm_dist_infos(t, d)]
+    versions = sorted({v for v, _ in found})
+    if len(versions) == 1:
+        return Fact[str].of(versions[0], source=found[0][1])
+    if not versions:
+        where = ", ".join(dirs)
+        return Fact[str].missing(f"{host}: vLLM version not found (no vllm-*.dist-info by {where})")
+    return Fact[str].missing(f"{host}: vLLM version is ambiguous: {' and '.join(versions)}")

@@ -1,0 +1,129 @@
+"""The stand-in vLLM server (fixtures/fake_vllm) live on this machine: its
+answers in vLLM's shapes, its start-up refusals in vLLM's texts, and `check local --pid`
+on it judging the vLLM launch from the running process (its command line, the runner
+variable in its environment, the vllm-*.dist-info beside its Python)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_doctor.cli import app
+from fixtures.sshd import free_port
+from tests.conftest import FIXTURE_HOSTS, REPO
+
+FAKE_VLLM = REPO / "fixtures" / "fake_vllm"
+DRAFTER = FIXTURE_HOSTS / "vllm034" / "models" / "Kimi-K2.6-DFlash"
+
+
+def venv_with_vllm(root: Path, version: str) -> str:
+    """A real venv whose site-packages holds `vllm-VERSION.dist-info`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (site,) = (root / "lib").glob("python3*/site-packages")
+    info = site / f"vllm-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    return str(root / "bin" / "python3")
+
+
+def get(url: str, body: dict[str, Any] | None = None) -> bytes:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as r:
+        answer: bytes = r.read()
+        return answer
+
+
+def start(python: str, port: int, env: dict[str, str], tokens: int) -> subprocess.Popen[bytes]:
+    spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
+    argv = [
+        python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
+        "--speculative-config", json.dumps(spec), "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
+    return subprocess.Popen(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@contextlib.contextmanager
+def running(python: str, env: dict[str, str], tokens: int) -> Iterator[tuple[int, int]]:
+    port = free_port()
+    proc = start(python, port, env, tokens)
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                get(f"http://127.0.0.1:{port}/health")
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        yield proc.pid, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def metric(text: str, name: str) -> float:
+    (line,) = [x for x in text.splitlines() if x.startswith(name + "{")]
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_answers_in_vllms_shapes(tmp_path: Path) -> None:
+    python = venv_with_vllm(tmp_path / "venv", "0.34.0")
+    with running(python, {"FAKE_VLLM_VERSION": "0.34.0"}, 15) as (_, port):
+        base = f"http://127.0.0.1:{port}"
+        assert json.loads(get(f"{base}/version")) == {"version": "0.34.0"}
+        before = get(f"{base}/metrics").decode()
+        answer = json.loads(get(f"{base}/v1/completions", {"prompt": "a b", "max_tokens": 8}))
+        after = get(f"{base}/metrics").decode()
+    assert answer["object"] == "text_completion" and answer["usage"]["completion_tokens"] == 8
+    drafts = "vllm:spec_decode_num_drafts_total"
+    assert metric(after, drafts) - metric(before, drafts) == 2  # 8 tokens, 3 + 1 a draft
+    accepted = "vllm:spec_decode_num_accepted_tokens_total"
+    assert metric(after, accepted) == 6
+    assert "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter" in after
+
+
+@pytest.mark.parametrize(
+    ("version", "value", "said"),
+    [
+        ("0.34.0", "0", "Model Runner V1 has been removed"),
+        ("0.33.0", "0", "DFlash drafters with mixed sliding/full attention require"),
+        ("0.33.0", "false", "invalid literal for int()"),
+    ],
+)
+def test_start_up_refusals(tmp_path: Path, version: str, value: str, said: str) -> None:
+    proc = start(sys.executable, free_port(), {"FAKE_VLLM_VERSION": version,
+                                                "VLLM_USE_V2_MODEL_RUNNER": value}, 15)  # fmt: skip
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and said in err.decode()
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+def test_check_local_judges_the_running_vllm_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = venv_with_vllm(tmp_path / "venv", "0.33.0")
+    env = {"FAKE_VLLM_VERSION": "0.33.0", "VLLM_USE_V2_MODEL_RUNNER": "1"}
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with running(python, env, 16) as (pid, _):
+        argv = ["check", "local", "--pid", str(pid), "--format", "json", "--fail-on", "warning"]
+        result = CliRunner().invoke(app, [*argv, "--select", "DFD300,DFD301,DFD102"])
+    assert result.exit_code == 1, result.output
+    (host,) = json.loads(result.stdout)["hosts"]
+    assert host["facts"]["engine"]["value"] == "vllm"
+    assert host["facts"]["vllm_version"]["value"] == "0.33.0"
+    results = {r["check_id"]: r for r in host["results"]}
+    assert results["DFD300"]["status"] == "passed"
+    assert results["DFD301"]["status"] == "failed"
+    assert results["DFD102"]["status"] == "skipped" and "vLLM" in results["DFD102"]["reason"]
