@@ -115,22 +115,22 @@ def _emit(report: Report, machine: str | None, output: Path | None) -> None:
     when there is no `--output` (the terminal report for text); with `--output` and a machine
     format the terminal report goes to stderr, so stdout stays empty for pipes.
     """
-    from rich.console import Console
-
-    from dflash_doctor.render.json_report import render_json
-    from dflash_doctor.render.terminal import render_terminal
-
     if output is not None:
+        from dflash_doctor.render.json_report import render_json
+
         try:
             output.write_text(machine or render_json(report), encoding="utf-8")
         except OSError as e:
             raise UsageError(f"{output}: cannot write report: {e.strerror}") from None
-    if machine is None:
-        render_terminal(report, Console())
-    elif output is None:
+    if machine is not None and output is None:
         sys.stdout.write(machine)
-    else:
-        render_terminal(report, Console(stderr=True))
+        return
+    # The terminal report alone loads rich's console: a machine format on stdout never does.
+    from rich.console import Console
+
+    from dflash_doctor.render.terminal import render_terminal
+
+    render_terminal(report, Console(stderr=machine is not None))
 
 
 @_command(CheckArgs)

@@ -14,6 +14,7 @@ from dflash_doctor.defaults import DEFAULT_HOST_TIMEOUT
 if TYPE_CHECKING:
     from dflash_doctor.commands.options import CheckArgs, GateArgs
     from dflash_doctor.hosts import HostSpec
+    from dflash_doctor.probes.host import ProbeOptions
     from dflash_doctor.report import HostReport, Report
 
 BENCH_HOST_TIMEOUT = 3600.0
@@ -27,7 +28,6 @@ def check_reports(
 ) -> list[HostReport]:
     """Check every host (with the probe and bench when asked), `progress` hearing each."""
     from dflash_doctor.pipeline import check_hosts
-    from dflash_doctor.probes.host import ProbeOptions
 
     options = ssh(
         args.identity,
@@ -54,11 +54,16 @@ def check_reports(
             jobs=args.jobs,
             timeout=timeout,
             on_done=done,
-            probe=ProbeOptions(lengths(args.probe_contexts), args.probe_window)
-            if args.probe
-            else None,
+            probe=_probe_options(args) if args.probe else None,
             bench=bench,
         )
+
+
+def _probe_options(args: CheckArgs) -> ProbeOptions:
+    """The probe's options: probes/ is imported only when `--probe` asks for it."""
+    from dflash_doctor.probes.host import ProbeOptions
+
+    return ProbeOptions(lengths(args.probe_contexts), args.probe_window)
 
 
 def _check_hows(args: CheckArgs, listed: list[HostSpec]) -> list[list[str] | None]:

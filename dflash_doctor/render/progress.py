@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from dflash_doctor.report import HostReport
+if TYPE_CHECKING:
+    from dflash_doctor.report import HostReport
 
 
 @contextmanager
@@ -17,6 +16,16 @@ def host_progress(total: int) -> Iterator[Callable[[HostReport], None]]:
     if total < 2 or not sys.stderr.isatty():
         yield lambda _report: None
         return
+    # rich's progress bar (and its refresh thread) only for many hosts on a terminal.
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("checking hosts"),
         BarColumn(),

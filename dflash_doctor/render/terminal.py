@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
@@ -202,4 +201,7 @@ def _host_body(host: HostReport, console: Console) -> None:
 
 def render_explain(check: Check, console: Console) -> None:
     """One check's documentation page."""
+    # markdown-it and pygments come with rich.markdown: only `explain` pays for them.
+    from rich.markdown import Markdown
+
     console.print(Markdown(f"# {check.id} {check.name} ({check.severity.value})\n\n{check.doc}"))
