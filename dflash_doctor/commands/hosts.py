@@ -60,17 +60,30 @@ def override(
     return spec.override(**given)
 
 
-def check_specs(args: CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
-    """The hosts to check, and those of them the inventory listed (they come first)."""
-    from dflash_doctor.demo import demo_host
+def _listed(args: CheckArgs) -> list[HostSpec]:
+    """The inventory's hosts `--limit` selects; YAML is loaded only when there is one."""
+    if not args.inventory:
+        return []
     from dflash_doctor.inventory import load_inventory
 
-    listed = load_inventory(str(args.inventory)).select(args.limit) if args.inventory else []
+    return load_inventory(str(args.inventory)).select(args.limit)
+
+
+def _demo_host(name: str) -> HostSpec:
+    """A named demo host (`--demo-name`)."""
+    from dflash_doctor.demo import demo_host
+
+    return demo_host(name)
+
+
+def check_specs(args: CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
+    """The hosts to check, and those of them the inventory listed (they come first)."""
+    listed = _listed(args)
     found = specs(
         args.hosts or [],
         args.demo,
         args.host_dir or [],
-        listed + ([demo_host(args.demo_name)] if args.demo_name else []),
+        listed + ([_demo_host(args.demo_name)] if args.demo_name else []),
         {
             "log_path": args.log,
             "launch_file": args.launch,
