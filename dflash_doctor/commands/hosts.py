@@ -26,12 +26,11 @@ def specs(
     """The inventory's hosts, the demo, the recorded trees, then the named hosts, in that
     order, each with the command line's `overrides`."""
     from dflash_doctor.container_targets import is_container_target, parse_container_target
-    from dflash_doctor.demo import demo_host
     from dflash_doctor.hosts import HostSpec, load_recorded_host
 
     found: list[HostSpec] = list(from_inventory)
     if demo:
-        found.append(demo_host())
+        found.append(_demo_host())
     for d in host_dirs:
         found.append(load_recorded_host(str(d)))
     for h in hosts:
@@ -60,7 +59,7 @@ def override(
     return spec.override(**given)
 
 
-def _listed(args: CheckArgs) -> list[HostSpec]:
+def _listed(args: CheckArgs | GateArgs) -> list[HostSpec]:
     """The inventory's hosts `--limit` selects; YAML is loaded only when there is one."""
     if not args.inventory:
         return []
@@ -69,11 +68,11 @@ def _listed(args: CheckArgs) -> list[HostSpec]:
     return load_inventory(str(args.inventory)).select(args.limit)
 
 
-def _demo_host(name: str) -> HostSpec:
-    """A named demo host (`--demo-name`)."""
+def _demo_host(name: str | None = None) -> HostSpec:
+    """A demo host (`--demo`, `--demo-name`): demo.py is imported only for one."""
     from dflash_doctor.demo import demo_host
 
-    return demo_host(name)
+    return demo_host() if name is None else demo_host(name)
 
 
 def check_specs(args: CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
@@ -186,7 +185,6 @@ def _demo_copy(rollback: bool, say: Callable[[str], None]) -> HostSpec:
 def gate_specs(args: GateArgs) -> list[HostSpec]:
     """The inventory's hosts made offline, then one host per launch file, in that order."""
     from dflash_doctor.hosts import HostSpec
-    from dflash_doctor.inventory import load_inventory
 
     overrides: dict[str, object] = {"offline": True}
     for key, value in (
@@ -197,10 +195,7 @@ def gate_specs(args: GateArgs) -> list[HostSpec]:
     ):
         if value is not None:
             overrides[key] = value
-    found = [
-        override(s, overrides, clear=("address",))
-        for s in (load_inventory(str(args.inventory)).select(args.limit) if args.inventory else [])
-    ]
+    found = [override(s, overrides, clear=("address",)) for s in _listed(args)]
     for path in args.launch or []:
         if not os.path.isfile(path):
             raise UsageError(f"{path}: no such launch file")
