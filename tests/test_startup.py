@@ -73,6 +73,41 @@ def test_check_command_still_loads_what_it_uses() -> None:
     assert "paramiko" in modules
 
 
+# What a check never uses unless asked (issue 28): `explain`'s markdown renderer, the progress
+# bar of many hosts on a terminal, the probe (--probe), the inventory (--inventory).
+UNASKED = (
+    "rich.markdown",
+    "markdown_it",
+    "pygments",
+    "rich.progress",
+    "dflash_doctor.probes.host",
+    "dflash_doctor.inventory",
+)
+
+
+def test_check_loads_only_what_its_format_and_options_use() -> None:
+    _, modules = modules_after("check", "--demo", "--format", "json")
+    # JSON on stdout: no terminal report, so not even rich's console.
+    assert loaded(modules, (*UNASKED, "rich.console", "dflash_doctor.render.terminal")) == []
+    _, modules = modules_after("check", "--host-dir", "dflash_doctor/demo_hosts/seed")
+    assert loaded(modules, UNASKED) == [] and "dflash_doctor.demo" not in modules
+    assert "dflash_doctor.render.terminal" in modules  # the text report is drawn
+    gate = REPO / "fixtures/checks/DFD111/fires"
+    args = (
+        "gate",
+        str(gate / "launch.sh"),
+        "--drafter",
+        str(REPO / "fixtures/checks/_shared/kimi-k2.6-dflash"),
+    )
+    _, modules = modules_after(*args, "--format", "json")
+    assert loaded(modules, (*UNASKED, "rich.console")) == []
+
+
+def test_what_a_check_skips_is_loaded_where_it_is_used() -> None:
+    out, modules = modules_after("explain", "DFD111")
+    assert "DFD111" in out and "rich.markdown" in modules
+
+
 def test_index_matches_the_catalog_and_a_stale_one_is_ignored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
