@@ -87,8 +87,9 @@ UNASKED = (
 
 def test_check_loads_only_what_its_format_and_options_use() -> None:
     _, modules = modules_after("check", "--demo", "--format", "json")
-    # JSON on stdout: no terminal report, so not even rich's console.
-    assert loaded(modules, (*UNASKED, "rich.console", "dflash_doctor.render.terminal")) == []
+    # JSON on stdout: no terminal report (not even rich's console), no other format's renderer.
+    others = ("rich.console", "dflash_doctor.render.terminal", "dflash_doctor.render.sarif")
+    assert loaded(modules, (*UNASKED, *others, "dflash_doctor.render.junit")) == []
     _, modules = modules_after("check", "--host-dir", "dflash_doctor/demo_hosts/seed")
     assert loaded(modules, UNASKED) == [] and "dflash_doctor.demo" not in modules
     assert "dflash_doctor.render.terminal" in modules  # the text report is drawn
