@@ -136,7 +136,7 @@ def _emit(report: Report, machine: str | None, output: Path | None) -> None:
 @_command(CheckArgs)
 def check(args: CheckArgs) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
-    from dflash_doctor.commands.check import check_report, check_reports, note_next_steps
+    from dflash_doctor.commands.check import check_report, check_reports, with_next_steps
     from dflash_doctor.commands.hosts import check_specs
     from dflash_doctor.commands.inputs import selection
     from dflash_doctor.render.formats import render_format
@@ -145,7 +145,7 @@ def check(args: CheckArgs) -> None:
     chosen = selection(args.select)
     specs, listed = check_specs(args)
     reports = check_reports(args, specs, chosen, host_progress)
-    note_next_steps(args, specs, listed, reports)
+    reports = with_next_steps(args, specs, listed, reports)
     report = check_report(args, reports)
     _emit(report, render_format(report, args.fmt.value), args.output)
     raise typer.Exit(report.exit_code)
