@@ -92,7 +92,8 @@ class VllmSpecDecode(BaseModel):
 
     @property
     def per_position_rates(self) -> list[float]:
-        """Accepted tokens at each position per draft (metrics.py 0.34.0:192-195)."""
+        """Accepted tokens at each position per draft (vllm/v1/spec_decode/metrics.py
+        0.34.0:192-195)."""
         return [n / self.drafts for n in self.accepted_per_pos] if self.drafts else []
 
 
