@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import pytest
 from typer.testing import CliRunner
 
@@ -127,3 +129,39 @@ def test_check_local_judges_the_running_vllm_server(
     assert results["DFD300"]["status"] == "passed"
     assert results["DFD301"]["status"] == "failed"
     assert results["DFD102"]["status"] == "skipped" and "vLLM" in results["DFD102"]["reason"]
+
+
+METRICS_PY = Path("/work/wheels/vllm/src/0.34.0/vllm/v1/spec_decode/metrics.py")
+
+
+def wheel_counters() -> list[tuple[str, str, list[str]]]:
+    """(name, documentation, extra labels) of the spec-decode counters, read from the
+    wheel's own definitions (vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256)."""
+    text = METRICS_PY.read_text()
+    plain = re.findall(r'\("(vllm:spec_decode_[a-z_]+)", "([^"]+)"\)', text)
+    (per_pos,) = re.findall(r'name="(vllm:spec_decode_[a-z_]+)",\s*documentation="([^"]+)"', text)
+    return [(n, d, []) for n, d in plain] + [(*per_pos, ["position"])]
+
+
+@pytest.mark.skipif(not METRICS_PY.is_file(), reason="vLLM wheels not unpacked")
+def test_metrics_text_is_prometheus_clients_of_vllms_counters(tmp_path: Path) -> None:
+    with running(sys.executable, {"FAKE_VLLM_VERSION": "0.34.0"}, 15) as (_, port):
+        get(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "a", "max_tokens": 8})
+        served = get(f"http://127.0.0.1:{port}/metrics").decode()
+    # 8 tokens at 3 accepted + 1 a draft: 2 drafts of 15 tokens, positions 0-2 accepted.
+    counts = {"drafts": [2], "draft_tokens": [30], "accepted_tokens": [6]}
+    counts["accepted_tokens_per_pos"] = [2, 2, 2] + [0] * 12
+    registry = prometheus_client.CollectorRegistry()
+    for name, doc, extra in wheel_counters():
+        counter = prometheus_client.Counter(
+            name, doc, labelnames=["model_name", "engine", *extra], registry=registry
+        )
+        for pos, value in enumerate(counts[name.removeprefix("vllm:spec_decode_num_")]):
+            labels = ["moonshotai/Kimi-K2.6", "0"] + ([str(pos)] if extra else [])
+            counter.labels(*labels).inc(value)
+    expected = prometheus_client.generate_latest(registry).decode()
+
+    def clockless(text: str) -> str:  # `_created` holds each counter's creation time
+        return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 T", text)
+
+    assert clockless(served) == clockless(expected)
