@@ -88,6 +88,7 @@ def _rows(samples: dict[str, Any], name: str) -> list[tuple[dict[str, str], int]
 
 
 def _total(samples: dict[str, Any], name: str) -> int:
+    """One counter summed over its label sets (engines); FactError where it is missing."""
     if name not in samples:
         raise FactError(f"/metrics: {name} is missing")
     return sum(value for _, value in _rows(samples, name))

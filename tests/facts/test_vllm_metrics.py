@@ -67,6 +67,7 @@ def ask(routes: dict[str, tuple[int, bytes]]) -> list[dict[str, Any]]:
 
 
 def test_a_served_answer_is_the_counters_and_the_running_release() -> None:
+    """Only the spec-decode samples travel; the counters and rates are vLLM's recipes."""
     version, metrics = ask(
         {"/version": (200, b'{"version": "0.34.0"}'), "/metrics": (200, GOOD.encode())}
     )
@@ -87,6 +88,7 @@ def test_a_served_answer_is_the_counters_and_the_running_release() -> None:
 
 
 def test_two_engines_are_summed() -> None:
+    """Data-parallel engines each report their own label set; the fact sums them."""
     text = GOOD + "\n" + GOOD.replace('engine="0"', 'engine="1"')
     _, metrics = ask({"/metrics": (200, text.encode())})
     spec = spec_decode(metrics)
@@ -94,6 +96,7 @@ def test_two_engines_are_summed() -> None:
 
 
 def test_a_server_without_speculative_decoding_has_no_counters() -> None:
+    """No spec-decode counter at all: no fact, and no error either."""
     _, metrics = ask({"/metrics": (200, b'vllm:num_requests_running{engine="0"} 1.0\n')})
     assert spec_decode(metrics) is None
 
@@ -111,12 +114,14 @@ def test_a_server_without_speculative_decoding_has_no_counters() -> None:
     ],
 )
 def test_a_hostile_count_is_one_line(body: str, said: str) -> None:
+    """A count that is not one, a bad position, a truncated answer: one FactError line."""
     _, metrics = ask({"/metrics": (200, body.encode())})
     with pytest.raises(FactError, match=said):
         spec_decode(metrics)
 
 
 def test_binary_and_huge_answers_are_bounded_lines() -> None:
+    """Binary and huge answers: bounded samples, one-line reasons, never a traceback."""
     junk = bytes(range(256)) * 4096 + b"\nvllm:spec_decode_num_drafts_total{\xff} 1\n"
     huge = (f'vllm:spec_decode_num_drafts_total{{engine="{"e" * 50}"}} 1.0\n' * 200_000).encode()
     for body in (junk, huge, b"\x00" * 1000):
@@ -130,6 +135,7 @@ def test_binary_and_huge_answers_are_bounded_lines() -> None:
 
 
 def test_an_unanswered_metrics_is_its_status() -> None:
+    """A 404 and an unprintable version are said as such."""
     version, metrics = ask({"/version": (200, b'{"version": "0.33.0\\u0000"}')})
     assert version == {"error": "/version: no version string"}
     assert metrics["error"].startswith("/metrics: HTTP 404")
