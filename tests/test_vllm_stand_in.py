@@ -165,3 +165,29 @@ def test_metrics_text_is_prometheus_clients_of_vllms_counters(tmp_path: Path) ->
         return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 T", text)
 
     assert clockless(served) == clockless(expected)
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+def test_over_ssh_the_live_counters_show_a_collapse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sshd: Any
+) -> None:
+    """Through the real sshd (and its one-round-trip bundle): the shipped client asks the
+    stand-in's /version and /metrics on the host; DFD304 reads the collapse."""
+    python = venv_with_vllm(tmp_path / "venv", "0.33.0")
+    env = {"FAKE_VLLM_VERSION": "0.34.0", "FAKE_VLLM_ACCEPTED": "0"}
+    monkeypatch.setenv("HOME", str(tmp_path))
+    reach = ["-i", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
+    with running(python, env, 15) as (pid, port):
+        get(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "a", "max_tokens": 150})
+        argv = ["check", sshd.address, *reach, "--pid", str(pid), "--format", "json"]
+        result = CliRunner().invoke(app, [*argv, "--select", "DFD304"])
+    assert result.exit_code == 1, result.output
+    (host,) = json.loads(result.stdout)["hosts"]
+    facts = host["facts"]
+    # The running release (0.34.0, /version) wins over the installed dist-info (0.33.0).
+    assert facts["vllm_version"]["value"] == "0.34.0"
+    assert facts["vllm_installed"]["value"] == "0.33.0"
+    assert facts["vllm_runtime"]["value"]["spec_decode"]["drafts"] == 150
+    (result_304,) = host["results"]
+    assert result_304["status"] == "failed"
+    assert "mean acceptance length 1.00 over 150 drafts" in result_304["findings"][0]["message"]
