@@ -87,9 +87,11 @@ def vllm_acceptance_collapsed(facts: HostFacts) -> list[Finding]:
     **Versions.** vLLM 0.27.1-0.34.0 export the same counters under the same names, labels
     `model_name` and `engine` (vllm/v1/metrics/loggers.py 0.34.0:499;
     vllm/v1/spec_decode/metrics.py 0.27.1:229-231, 0.34.0:229-231), plus `position` on the
-    per-position one (vllm/v1/spec_decode/metrics.py 0.27.1:255-256, 0.34.0:255-256); the mean acceptance length and per-position recipes are
-    vLLM's own (vllm/v1/spec_decode/metrics.py 0.34.0:180-195). The counters are summed
-    over engines and read once: a server that collapsed after a good start shows late.
+    per-position one (vllm/v1/spec_decode/metrics.py 0.27.1:255-256, 0.34.0:255-256);
+    the mean acceptance length and per-position recipes are vLLM's own
+    (vllm/v1/spec_decode/metrics.py 0.34.0:180-195). The counters are summed over engines
+    and read once, since the server started: a server that collapsed after a good start
+    shows late.
     """
     launch = vllm_dflash(facts)
     runtime, spec = _counters(facts)
