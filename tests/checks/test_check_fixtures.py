@@ -9,7 +9,8 @@ Checks on what the running server answers over HTTP (`/server_info`) have a thir
 `live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags and
 environment (`env`; from a venv holding `sglang-X.dist-info` when it names an
 `installed_version`), may change its state through `/set_internal_state`, and runs
-`check local --pid PID` on it.
+`check local --pid PID` on it; `engine: vllm` starts the stand-in vLLM (fixtures/fake_vllm)
+instead and sends it `completions` first.
 `fires` must report the check failed with a finding of that id, `clean` must report it
 passed: not skipped, since a skipped check proves nothing about being clean.
 
