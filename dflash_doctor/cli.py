@@ -136,7 +136,7 @@ def _emit(report: Report, machine: str | None, output: Path | None) -> None:
 @_command(CheckArgs)
 def check(args: CheckArgs) -> None:
     """Gather facts from hosts, run the check catalog, report findings with evidence and fixes."""
-    from dflash_doctor.commands.check import check_report, check_reports, note_next_steps
+    from dflash_doctor.commands.check import check_report, check_reports, with_next_steps
     from dflash_doctor.commands.hosts import check_specs
     from dflash_doctor.commands.inputs import selection
     from dflash_doctor.render.formats import render_format
@@ -145,7 +145,7 @@ def check(args: CheckArgs) -> None:
     chosen = selection(args.select)
     specs, listed = check_specs(args)
     reports = check_reports(args, specs, chosen, host_progress)
-    note_next_steps(args, specs, listed, reports)
+    reports = with_next_steps(args, specs, listed, reports)
     report = check_report(args, reports)
     _emit(report, render_format(report, args.fmt.value), args.output)
     raise typer.Exit(report.exit_code)
@@ -190,6 +190,7 @@ def _probe_one(
     """Probe one host, its progress on stderr, its result on stdout; the exit code."""
     from rich.console import Console
 
+    from dflash_doctor.facts.probe_result import HostProbe
     from dflash_doctor.probes.host import probe_host
     from dflash_doctor.render.probe import render_probe
     from dflash_doctor.render.probe_plot import write_plot
@@ -207,7 +208,7 @@ def _probe_one(
     if fmt is Format.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        render_probe(name, result, Console())
+        render_probe(HostProbe(host=name, result=result), Console())
     if plot is not None and result.contexts:
         write_plot(result, str(plot), f"{name} attention probe")
     # passed is None when no scenario had the reference's spans: nothing to check.
@@ -272,7 +273,7 @@ def _asked(spec: HostSpec, run: FixRun, console: Console) -> FixReport:
     """At a terminal: the plan (diff, the process to stop, the relaunch) first, then the
     question; "no" leaves the host as it was (the dry run's report: exit 0). "yes" applies
     only the plan shown: one that differs by then (the host changed) is refused."""
-    from dflash_doctor.render.fix import render_fix
+    from dflash_doctor.render.fix import render_fix, render_fix_outcome
 
     planned = run(spec, False, None)
     render_fix(planned, console)
@@ -283,7 +284,7 @@ def _asked(spec: HostSpec, run: FixRun, console: Console) -> FixReport:
         console.print(f"nothing changed on {spec.name}", markup=False, highlight=False)
         return planned
     report = run(spec, True, view)
-    render_fix(report, console, plan=False)
+    render_fix_outcome(report, console)
     return report
 
 

@@ -47,7 +47,7 @@ from dflash_doctor.finders.version import (
     installed_version,
     run_version_query,
 )
-from dflash_doctor.finders.vllm import engine_facts, find_vllm_version
+from dflash_doctor.finders.vllm import engine_facts, find_vllm_runtime, find_vllm_version
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.prefetch_plan import prefetching
@@ -212,6 +212,14 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
 def _vllm_host(t: Transport, facts: HostFacts) -> None:
     """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
     facts.vllm_version = find_vllm_version(t, facts.host, facts.vllm_launch.value)
+    facts.vllm_runtime = find_vllm_runtime(t, facts.host, facts.vllm_launch.value)
+    running = facts.vllm_runtime.value.version if facts.vllm_runtime.value else None
+    if running and parse_version(running) is not None:
+        # As for SGLang (_live): the running server's answer beats the installed dist-info.
+        installed = facts.vllm_version
+        if installed.value is not None and parse_version(installed.value) != parse_version(running):
+            facts.vllm_installed = installed
+        facts.vllm_version = Fact[str].of(running, source="/version")
     why = f"{facts.host}: a vLLM server"
     facts.sglang_version = Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True)
     facts.environ = Fact[dict[str, str]].missing(

@@ -69,9 +69,9 @@ def check_host(
         thread.join(min(_POLL_S, max(deadline - time.monotonic(), 0.001)))
     if box and time.monotonic() - start <= timeout:
         report = box[0]
-        if report.error is not None:
-            report.error = one_line(report.error)
-        return report
+        if report.error is None:
+            return report
+        return report.model_copy(update={"error": one_line(report.error)})
     for t in transports:
         t.close()  # wakes whatever read is blocked on this host
     why = "cancelled" if _cancelled() else f"timed out after {timeout:g}s"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor import __version__
 from dflash_doctor.checks.base import CheckResult, Finding, Severity
@@ -31,24 +31,44 @@ SCHEMA_VERSION = 1
 UNJUDGED_PREFIXES = ("needs ", "the check could not judge")
 
 
+class NextStep(BaseModel):
+    """What `check` tells a host to do next, built by the CLI from how the host was named
+    (commands/check.py) and given to its report as data (`HostReport.with_next_step`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # Where `fix --apply` can change something: the exact command to run (built from how the
+    # host was named) and the launch file (and lines) it edits.
+    fix_command: str | None = None
+    fix_file: str | None = None
+    # Instead of fix_command when the launch file already has the fix and only a relaunch is
+    # missing (what `fix` would otherwise contradict).
+    pending_relaunch: str | None = None
+
+
 class HostReport(BaseModel):
+    """One host's report. Frozen: a changed report is a new one (`model_copy(update=...)`)."""
+
+    model_config = ConfigDict(frozen=True)
+
     host: str
     reachable: bool = True
     error: str | None = None
     facts: HostFacts | None = None
     fact_errors: list[str] = Field(default_factory=list)
     results: list[CheckResult] = Field(default_factory=list)
-    # Set by the CLI where `fix --apply` can change something: the exact command to run
-    # (built from how the host was named) and the launch file (and lines) it edits.
+    # The host's NextStep, flat: the JSON report's fields stay where they were (schema 1).
     fix_command: str | None = None
     fix_file: str | None = None
-    # Set by the CLI instead of fix_command when the launch file already has the fix and
-    # only a relaunch is missing (what `fix` would otherwise contradict).
     pending_relaunch: str | None = None
 
     @property
     def findings(self) -> list[Finding]:
         return [f for r in self.results for f in r.findings]
+
+    def with_next_step(self, step: NextStep) -> HostReport:
+        """This report with `step` as its next step: the one place hints join a report."""
+        return self.model_copy(update=step.model_dump())
 
 
 class Summary(BaseModel):
@@ -68,6 +88,10 @@ class Summary(BaseModel):
 
 
 class Report(BaseModel):
+    """The run's report. Frozen, as its hosts' are: built whole by `build_report`."""
+
+    model_config = ConfigDict(frozen=True)
+
     schema_version: int = SCHEMA_VERSION
     tool_version: str = __version__
     fail_on: Severity = Severity.ERROR

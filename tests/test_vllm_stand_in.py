@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import pytest
 from typer.testing import CliRunner
 
@@ -127,3 +129,65 @@ def test_check_local_judges_the_running_vllm_server(
     assert results["DFD300"]["status"] == "passed"
     assert results["DFD301"]["status"] == "failed"
     assert results["DFD102"]["status"] == "skipped" and "vLLM" in results["DFD102"]["reason"]
+
+
+METRICS_PY = Path("/work/wheels/vllm/src/0.34.0/vllm/v1/spec_decode/metrics.py")
+
+
+def wheel_counters() -> list[tuple[str, str, list[str]]]:
+    """(name, documentation, extra labels) of the spec-decode counters, read from the
+    wheel's own definitions (vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256)."""
+    text = METRICS_PY.read_text()
+    plain = re.findall(r'\("(vllm:spec_decode_[a-z_]+)", "([^"]+)"\)', text)
+    (per_pos,) = re.findall(r'name="(vllm:spec_decode_[a-z_]+)",\s*documentation="([^"]+)"', text)
+    return [(n, d, []) for n, d in plain] + [(*per_pos, ["position"])]
+
+
+@pytest.mark.skipif(not METRICS_PY.is_file(), reason="vLLM wheels not unpacked")
+def test_metrics_text_is_prometheus_clients_of_vllms_counters(tmp_path: Path) -> None:
+    with running(sys.executable, {"FAKE_VLLM_VERSION": "0.34.0"}, 15) as (_, port):
+        get(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "a", "max_tokens": 8})
+        served = get(f"http://127.0.0.1:{port}/metrics").decode()
+    # 8 tokens at 3 accepted + 1 a draft: 2 drafts of 15 tokens, positions 0-2 accepted.
+    counts = {"drafts": [2], "draft_tokens": [30], "accepted_tokens": [6]}
+    counts["accepted_tokens_per_pos"] = [2, 2, 2] + [0] * 12
+    registry = prometheus_client.CollectorRegistry()
+    for name, doc, extra in wheel_counters():
+        counter = prometheus_client.Counter(
+            name, doc, labelnames=["model_name", "engine", *extra], registry=registry
+        )
+        for pos, value in enumerate(counts[name.removeprefix("vllm:spec_decode_num_")]):
+            labels = ["moonshotai/Kimi-K2.6", "0"] + ([str(pos)] if extra else [])
+            counter.labels(*labels).inc(value)
+    expected = prometheus_client.generate_latest(registry).decode()
+
+    def clockless(text: str) -> str:  # `_created` holds each counter's creation time
+        return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 T", text)
+
+    assert clockless(served) == clockless(expected)
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+def test_over_ssh_the_live_counters_show_a_collapse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sshd: Any
+) -> None:
+    """Through the real sshd (and its one-round-trip bundle): the shipped client asks the
+    stand-in's /version and /metrics on the host; DFD304 reads the collapse."""
+    python = venv_with_vllm(tmp_path / "venv", "0.33.0")
+    env = {"FAKE_VLLM_VERSION": "0.34.0", "FAKE_VLLM_ACCEPTED": "0"}
+    monkeypatch.setenv("HOME", str(tmp_path))
+    reach = ["-i", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
+    with running(python, env, 15) as (pid, port):
+        get(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "a", "max_tokens": 150})
+        argv = ["check", sshd.address, *reach, "--pid", str(pid), "--format", "json"]
+        result = CliRunner().invoke(app, [*argv, "--select", "DFD304"])
+    assert result.exit_code == 1, result.output
+    (host,) = json.loads(result.stdout)["hosts"]
+    facts = host["facts"]
+    # The running release (0.34.0, /version) wins over the installed dist-info (0.33.0).
+    assert facts["vllm_version"]["value"] == "0.34.0"
+    assert facts["vllm_installed"]["value"] == "0.33.0"
+    assert facts["vllm_runtime"]["value"]["spec_decode"]["drafts"] == 150
+    (result_304,) = host["results"]
+    assert result_304["status"] == "failed"
+    assert "mean acceptance length 1.00 over 150 drafts" in result_304["findings"][0]["message"]

@@ -76,7 +76,7 @@ def vllm_draft_tokens_vs_block_size(facts: HostFacts) -> list[Finding]:
         severity = Severity.INFO
     return [
         vllm_draft_tokens_vs_block_size.finding(
-            title="the draft block differs from the drafter's block_size",
+            title="Draft block differs from the drafter's block_size",
             message=why,
             severity=severity,
             evidence=[

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from dflash_doctor.commands.options import CheckArgs, GateArgs
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.probes.host import ProbeOptions
-    from dflash_doctor.report import HostReport, Report
+    from dflash_doctor.report import HostReport, NextStep, Report
 
 BENCH_HOST_TIMEOUT = 3600.0
 
@@ -88,14 +88,42 @@ def _reach_options(args: CheckArgs) -> list[tuple[str, str | None]]:
     ]
 
 
-def note_next_steps(
-    args: CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
-) -> None:
-    """Tell each host's report its next step: the pending relaunch, or the `fix` to run."""
+def _next_step(
+    spec: HostSpec,
+    how: list[str] | None,
+    given: list[tuple[str, str | None]],
+    host_report: HostReport,
+) -> NextStep:
+    """A host's next step: the pending relaunch, or the `fix` to run (none when neither)."""
     from dflash_doctor.launch_edits import describe_relaunch
     from dflash_doctor.next_step import automated, fix_command, launch_place, pending_relaunch
+    from dflash_doctor.report import NextStep
     from dflash_doctor.transport.open import relaunch_refusal
 
+    facts = host_report.facts
+    pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
+    if pending is not None:
+        written = facts.launch_file.value if facts is not None else None
+        refused = relaunch_refusal(spec)
+        if refused is None:  # a recorded host is never relaunched
+            how_to = describe_relaunch(spec, written, written.source if written else None, refused)
+            pending += f" ({how_to})"
+        return NextStep(pending_relaunch=pending)
+    if how is not None and automated(host_report.findings):
+        return NextStep(
+            fix_command=fix_command(how, given),
+            fix_file=launch_place(
+                spec.hints.launch_file,
+                None if facts is None else facts.launch_file.value or facts.launch.value,
+            ),
+        )
+    return NextStep()
+
+
+def with_next_steps(
+    args: CheckArgs, specs: list[HostSpec], listed: list[HostSpec], reports: list[HostReport]
+) -> list[HostReport]:
+    """Each host's report with its next step: the pending relaunch, or the `fix` to run."""
     given = [
         *_reach_options(args),
         ("--launch", args.launch),
@@ -103,24 +131,10 @@ def note_next_steps(
         ("--target", args.target),
         ("--sglang-version", args.sglang_version),
     ]
-    for spec, how, host_report in zip(specs, _check_hows(args, listed), reports, strict=True):
-        facts = host_report.facts
-        pending = pending_relaunch(host_report.findings, facts) if facts is not None else None
-        if pending is not None:
-            written = facts.launch_file.value if facts is not None else None
-            host_report.pending_relaunch = pending
-            refused = relaunch_refusal(spec)
-            if refused is None:  # a recorded host is never relaunched
-                how_to = describe_relaunch(
-                    spec, written, written.source if written else None, refused
-                )
-                host_report.pending_relaunch += f" ({how_to})"
-        elif how is not None and automated(host_report.findings):
-            host_report.fix_command = fix_command(how, given)
-            host_report.fix_file = launch_place(
-                spec.hints.launch_file,
-                None if facts is None else facts.launch_file.value or facts.launch.value,
-            )
+    return [
+        host_report.with_next_step(_next_step(spec, how, given, host_report))
+        for spec, how, host_report in zip(specs, _check_hows(args, listed), reports, strict=True)
+    ]
 
 
 def check_report(args: CheckArgs, reports: list[HostReport]) -> Report:

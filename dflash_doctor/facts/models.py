@@ -7,7 +7,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from dflash_doctor.facts.probe_result import ProbeResult
-from dflash_doctor.facts.vllm_models import Engine, VllmLaunch
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
 
 T = TypeVar("T")
 
@@ -402,6 +402,11 @@ class HostFacts(BaseModel):
     vllm_launch: Fact[VllmLaunch] = Field(default_factory=lambda: Fact[VllmLaunch]())
     # The installed vLLM (its dist-info beside the launch's interpreter), on a vLLM host.
     vllm_version: Fact[str] = Field(default_factory=lambda: Fact[str]())
+    # The installed vLLM where it differs from the release the live server reports
+    # (`vllm_version` then holds the running one). Absent when they agree or none runs.
+    vllm_installed: Fact[str] = Field(default_factory=lambda: Fact[str]())
+    # What the live vLLM server answers (`/version`, `/metrics`); absent off live vLLM hosts.
+    vllm_runtime: Fact[VllmRuntime] = Field(default_factory=lambda: Fact[VllmRuntime]())
 
     def server_pid(self) -> int | None:
         """The pid of the server process the facts came from, or None."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Divergence(BaseModel):
@@ -123,3 +123,12 @@ class ProbeResult(BaseModel):
 
     def label_of(self, scenario: str) -> str:
         return next((s.label for s in self.scenarios if s.name == scenario), scenario)
+
+
+class HostProbe(BaseModel):
+    """One host's probe result under the host's name: what `probe` shows per host."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str
+    result: ProbeResult

@@ -30,6 +30,10 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
   0.5.11:2102-2110, 0.5.23:3164-3172) and the acceptance histogram
   (`spec_accept_histogram` 0.5.11:2118 .. 0.5.20:2991, `spec_correct_drafts_histogram`
   0.5.20:2987, 0.5.23:3199), and whether the response carried reasoning tokens;
+- version: GET /version, vLLM's running release (`{"version": ...}`,
+  vllm/entrypoints/serve/instrumentator/basic.py 0.34.0:53-56);
+- vllm_metrics: GET /metrics, the `vllm:spec_decode_*` samples (vLLM always serves it:
+  vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256 name the counters);
 - repeat: flush, then the same greedy prompt (`text`, temperature 0) twice to
   POST /generate; both answers' `output_ids` (tokenizer_manager.py 0.5.11:1745, 0.5.23:2653)
   and the second's `cached_tokens` (tokenizer_manager.py 0.5.11:1691, 0.5.23:2557).
@@ -73,6 +77,8 @@ MAX_TEXT_PAYLOAD = 8 * 1024 * 1024  # the decompressed text of one cell
 SIZE_ROUNDS = 6  # tokenize-and-trim rounds to reach a cell's context length
 SIZE_TOLERANCE = 0.02
 _PROM = re.compile(r"^(sglang:[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
+_VLLM_PROM = re.compile(r"^(vllm:spec_decode_[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
+MAX_VERSION_CHARS = 64
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -189,11 +195,12 @@ def op_info(c: Client) -> dict[str, Any]:
     return {"error": "; ".join(tried)}
 
 
-def parse_prometheus(text: str) -> dict[str, list[dict[str, Any]]]:
+def parse_prometheus(text: str, sample: Any = _PROM) -> dict[str, list[dict[str, Any]]]:
+    """The samples whose names `sample` matches (SGLang's by default), bounded in count."""
     out: dict[str, list[dict[str, Any]]] = {}
     count = 0
     for line in text.splitlines():
-        m = _PROM.match(line)
+        m = sample.match(line)
         if m is None:
             continue
         try:
@@ -215,6 +222,28 @@ def op_metrics(c: Client) -> dict[str, Any]:
     if status != 200:
         return {"error": f"/metrics: HTTP {status} (metrics off: --enable-metrics)"}
     return {"samples": parse_prometheus(data.decode("utf-8", "replace"))}
+
+
+def op_version(c: Client) -> dict[str, Any]:
+    """vLLM's running release from GET /version: a short printable string, else an error."""
+    status, data = c.call("GET", "/version")
+    if status != 200:
+        return {"error": f"/version: HTTP {status} {short(data)}"}
+    try:
+        version = json.loads(data).get("version")
+    except (ValueError, AttributeError):
+        return {"error": "/version: not a JSON object"}
+    if not isinstance(version, str) or not version.isprintable():
+        return {"error": "/version: no version string"}
+    return {"version": version[:MAX_VERSION_CHARS]}
+
+
+def op_vllm_metrics(c: Client) -> dict[str, Any]:
+    """vLLM's spec-decode counters from GET /metrics (the body is bounded by MAX_BODY)."""
+    status, data = c.call("GET", "/metrics")
+    if status != 200:
+        return {"error": f"/metrics: HTTP {status} {short(data)}"}
+    return {"samples": parse_prometheus(data.decode("utf-8", "replace"), _VLLM_PROM)}
 
 
 def op_load(c: Client) -> dict[str, Any]:
@@ -471,6 +500,10 @@ def answer(req: dict[str, Any]) -> str:
                 out.append(op_info(c))
             elif kind == "metrics":
                 out.append(op_metrics(c))
+            elif kind == "version":
+                out.append(op_version(c))
+            elif kind == "vllm_metrics":
+                out.append(op_vllm_metrics(c))
             elif kind == "load":
                 out.append(op_load(c))
             elif kind == "flush":

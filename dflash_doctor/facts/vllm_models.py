@@ -48,6 +48,8 @@ class VllmLaunch(BaseModel):
     max_model_len: int | None = None  # None: not given, or `auto` / -1
     tensor_parallel_size: int | None = None
     port: int | None = None
+    # The server process read (kind "process"): whose HTTP API a live check asks.
+    pid: int | None = None
     # The VLLM_ENV_NAMES variables the launch sets (an exported or prefix assignment, the
     # process's environment), printable text only.
     environ: dict[str, str] = Field(default_factory=dict)
@@ -68,3 +70,41 @@ class VllmLaunch(BaseModel):
         if spec.method is not None:
             return spec.method == "dflash"
         return spec.model is not None and "dflash" in spec.model.lower()
+
+
+class VllmSpecDecode(BaseModel):
+    """vLLM's spec-decode counters as `/metrics` reports them since the server started,
+    summed over engines (vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    # Accepted tokens at each draft position 0..k-1 (`position` label), in order.
+    accepted_per_pos: list[int] = Field(default_factory=list)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """`1 + accepted / drafts`, the bonus token counted, as vLLM's own log line and
+        PromQL recipe compute it (vllm/v1/spec_decode/metrics.py 0.34.0:180-195)."""
+        return 1 + self.accepted / self.drafts if self.drafts else None
+
+    @property
+    def per_position_rates(self) -> list[float]:
+        """Accepted tokens at each position per draft (vllm/v1/spec_decode/metrics.py
+        0.34.0:192-195)."""
+        return [n / self.drafts for n in self.accepted_per_pos] if self.drafts else []
+
+
+class VllmRuntime(BaseModel):
+    """What the live vLLM server answers: its running release (`/version`) and its
+    spec-decode counters (`/metrics`); each is None with a reason where unanswered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    version: str | None = None
+    version_error: str | None = None
+    spec_decode: VllmSpecDecode | None = None
+    metrics_error: str | None = None

@@ -21,8 +21,10 @@ from dflash_doctor.facts.vllm_launch import (
     process_environ,
     runs_vllm,
 )
-from dflash_doctor.facts.vllm_models import Engine, VllmLaunch
+from dflash_doctor.facts.vllm_metrics import parse_vllm_runtime
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
 from dflash_doctor.finders.base import MAX_HOST_FILE_BYTES, attempt, host_file_reader
+from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.hosts import GatherHints, HostSpec
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.questions import proc_pids
@@ -102,7 +104,8 @@ def vllm_launch_of_process(t: Transport, host: str, pid: int, argv: list[str]) -
         environ = process_environ(t.read_file(f"/proc/{pid}/environ", max_bytes=1 << 20))
     except DoctorError:
         environ = {}  # unreadable (another user's process): the launch alone stands
-    return parse_vllm_argv(argv, source=f"process {pid}", kind="process", environ=environ)
+    launch = parse_vllm_argv(argv, source=f"process {pid}", kind="process", environ=environ)
+    return launch.model_copy(update={"pid": pid})
 
 
 def find_vllm(t: Transport, host: str, hints: GatherHints) -> Fact[VllmLaunch]:
@@ -200,3 +203,29 @@ def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
         where = ", ".join(dirs)
         return Fact[str].missing(f"{host}: vLLM version not found (no vllm-*.dist-info by {where})")
     return Fact[str].missing(f"{host}: vLLM version is ambiguous: {' and '.join(versions)}")
+
+
+# `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
+# vllm/entrypoints/common/cli_args.py 0.34.0:296).
+VLLM_DEFAULT_PORT = 8000
+# What a live check asks a vLLM server (facts/server_http.py operations).
+VLLM_RUNTIME_OPS: list[dict[str, object]] = [{"op": "version"}, {"op": "vllm_metrics"}]
+VLLM_RUNTIME_TIMEOUT_S = 10.0
+
+
+def find_vllm_runtime(t: Transport, host: str, launch: VllmLaunch | None) -> Fact[VllmRuntime]:
+    """What the running vLLM server answers over HTTP, asked on the host by the shipped
+    client; absent where no server runs to ask (a launch file, a recorded or offline host)."""
+    if t.live_refused is not None or launch is None or launch.pid is None:
+        return Fact[VllmRuntime]()
+    # Asked on loopback: a server bound to one other address is not reached (a reason says so).
+    address = ("127.0.0.1", launch.port or VLLM_DEFAULT_PORT)
+    url = f"http://{address[0]}:{address[1]}"
+
+    def ask() -> VllmRuntime:
+        version, metrics = ask_server(
+            t, address, launch.pid, list(VLLM_RUNTIME_OPS), timeout=VLLM_RUNTIME_TIMEOUT_S
+        )
+        return parse_vllm_runtime(version, metrics, url)
+
+    return attempt(host, "vLLM HTTP API", ask)

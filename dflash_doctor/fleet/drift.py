@@ -255,23 +255,28 @@ def drift_result(findings: list[Finding]) -> CheckResult:
     )
 
 
-def strip_drift(host: HostReport) -> None:
-    """Drop a host's DFD170 result: a merged report merged again is judged against its new
-    fleet."""
-    host.results = [r for r in host.results if r.check_id != DRIFT_ID]
+def strip_drift(host: HostReport) -> HostReport:
+    """The host without its DFD170 result: a merged report merged again is judged against its
+    new fleet."""
+    return host.model_copy(update={"results": [r for r in host.results if r.check_id != DRIFT_ID]})
 
 
-def drift_results(hosts: list[HostReport]) -> list[SettingDrift]:
-    """Replace each host's DFD170 result with this fleet's; returns the drift view."""
-    for host in hosts:
-        strip_drift(host)
+def drift_results(hosts: list[HostReport]) -> tuple[list[HostReport], list[SettingDrift]]:
+    """The hosts with this fleet's DFD170 result in place of their own, and the drift view."""
+    hosts = [strip_drift(host) for host in hosts]
     judged = [h for h in hosts if h.facts is not None]
     if len(judged) < 2:
-        return fleet_drift(hosts)[0] if judged else []
+        return hosts, fleet_drift(hosts)[0] if judged else []
     table, findings = fleet_drift(hosts)
-    for host in judged:
-        host.results.append(drift_result(findings.get(host.host, [])))
-    return table
+    drifted = [
+        host
+        if host.facts is None
+        else host.model_copy(
+            update={"results": [*host.results, drift_result(findings.get(host.host, []))]}
+        )
+        for host in hosts
+    ]
+    return drifted, table
 
 
 def _fleet_drift_doc(facts: HostFacts) -> list[Finding]:

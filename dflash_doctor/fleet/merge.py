@@ -58,10 +58,10 @@ def _unique(name: str, stem: str, taken: set[str]) -> str:
     return candidate
 
 
-def _rename(host: HostReport, name: str) -> None:
-    host.host = name
-    if host.facts is not None:
-        host.facts.host = name
+def _renamed(host: HostReport, name: str) -> HostReport:
+    """The host under `name`, its facts too."""
+    facts = None if host.facts is None else host.facts.model_copy(update={"host": name})
+    return host.model_copy(update={"host": name, "facts": facts})
 
 
 def _named(
@@ -69,9 +69,9 @@ def _named(
 ) -> HostReport:
     """The host under its fleet name (the file's for `local` or `by_file`), noted in source."""
     own = stem if host.host in LOCAL_NAMES or by_file else host.host
-    _rename(host, _unique(own, stem, taken))
-    source.hosts.append(host.host)
-    return host
+    named = _renamed(host, _unique(own, stem, taken))
+    source.hosts.append(named.host)
+    return named
 
 
 def merge_notes(errors: list[str], n_hosts: int, sources: list[ReportSource]) -> list[str]:
@@ -128,7 +128,8 @@ def iter_hosts(
         )
         sources.append(source)
         single = len(report.hosts) == 1
-        hosts, report.hosts = report.hosts, []  # the report is not held while its hosts go
+        hosts = report.hosts
+        del report  # the report is not held while its hosts go
         while hosts:
             # Bound to no name here: the generator holds no host while the next is shown.
             yield _named(hosts.pop(0), source, stem, taken, name_from_file and single)
@@ -159,7 +160,7 @@ def merge_reports(
             missing=missing,
         )
     )
-    drift = drift_results(hosts)
+    hosts, drift = drift_results(hosts)
     notes = merge_notes(errors, len(hosts), sources)
     base = build_report(hosts, fail_on=fail_on, notes=notes)
     return FleetReport(

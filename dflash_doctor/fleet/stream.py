@@ -50,7 +50,7 @@ def stream_merge(
     for host in iter_hosts(
         paths, sources, errors, name_from_file=name_from_file, on_error=on_error, missing=missing
     ):
-        strip_drift(host)
+        host = strip_drift(host)
         summary.hosts += 1
         gate = tally_host(summary, host, fail_on) or gate
         input_errors.extend(unread_inputs([host], {}))

@@ -275,20 +275,23 @@ def collapse_lines(result: BenchResult) -> list[str]:
     return [result.collapse[0], *(f"  likely: {c}" for c in result.collapse[1:])]
 
 
-def render_bench_pair(
-    before: BenchResult, after: BenchResult | None, verdict: Verdict | None, console: Console
-) -> None:
-    """Before and after the fix, stacked per kind of prompt (80 columns), and the verdict."""
+def bench_pair(
+    before: BenchResult, after: BenchResult | None, verdict: Verdict | None
+) -> list[Table | Text]:
+    """Before and after the fix, stacked per kind of prompt (80 columns), and the verdict:
+    what render/fix.py prints of a fix's bench."""
+    parts: list[Table | Text] = []
     for kind in _kinds(before):
-        console.print(bench_table(before, f"before the fix: {kind}", kind))
+        parts.append(bench_table(before, f"before the fix: {kind}", kind))
         if after is not None:
-            console.print(bench_table(after, f"after the fix: {kind}", kind))
+            parts.append(bench_table(after, f"after the fix: {kind}", kind))
     if after is None:
-        console.print(Text("after: not measured"))
+        parts.append(Text("after: not measured"))
     if verdict is not None:
         style = "green" if verdict.keep else "bold red"
         word = "kept" if verdict.keep else "not kept"
-        console.print(Text(clean(f"bench: {word}: {verdict.reason}"), style=style))
+        parts.append(Text(clean(f"bench: {word}: {verdict.reason}"), style=style))
+    return parts
 
 
 @contextmanager

@@ -10,23 +10,29 @@ from dflash_doctor.fix.report import FixReport, PlanView
 from dflash_doctor.render.text import clean
 
 
-def render_fix(report: FixReport, console: Console, *, plan: bool = True) -> None:
-    """One host's report; `plan=False` after the plan was shown (at the question)."""
-    if plan:
-        console.rule(Text(f"{report.host}  fix", style="bold"), align="left")
+def render_fix(report: FixReport, console: Console) -> None:
+    """One host's report: its heading, its plan, then how it ended (render_fix_outcome)."""
+    console.rule(Text(f"{report.host}  fix", style="bold"), align="left")
+    if report.plan is not None and report.outcome not in ("unreachable", "no_rollback"):
+        _plan(report.plan, console)
+    render_fix_outcome(report, console)
+
+
+def render_fix_outcome(report: FixReport, console: Console) -> None:
+    """One host's report without its heading and plan: after the plan was shown (at the
+    question)."""
     if report.outcome == "unreachable":
         console.print(Text(clean(f"unreachable: {report.error}"), style="bold red"))
         return
     if report.outcome == "no_rollback":
         console.print(Text("no launch file to roll back", style="red"))
         return
-    if report.plan is not None and plan:
-        _plan(report.plan, console)
     if report.bench is not None:
-        from dflash_doctor.render.bench import render_bench_pair
+        from dflash_doctor.render.bench import bench_pair
 
         pair = report.bench
-        render_bench_pair(pair.before, pair.after, pair.verdict, console)
+        for part in bench_pair(pair.before, pair.after, pair.verdict):
+            console.print(part)
     if report.outcome == "error":
         console.print(Text(clean(f"error: {report.error}"), style="bold red"))
         return

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dflash_doctor.facts.probe_result import ProbeResult
+from dflash_doctor.facts.probe_result import HostProbe, ProbeResult
 
 MIB = 1024 * 1024
 BAR = 30
@@ -20,9 +20,12 @@ def _bar(value: float, top: float, glyph: str, style: str) -> Text:
     return Text(glyph * n + " " * (BAR - n), style=style)
 
 
-def render_probe(host: str, result: ProbeResult, console: Console) -> None:
+def render_probe(probe: HostProbe, console: Console) -> None:
     """The probe report: shape, per-context table, divergence bars, self-check."""
-    console.rule(Text(f"{host}  attention probe on {result.device} ({result.weights} weights)"))
+    result = probe.result
+    console.rule(
+        Text(f"{probe.host}  attention probe on {result.device} ({result.weights} weights)")
+    )
     if result.refused:
         console.print(Text(f"refused: {result.refused}", style="yellow"))
         return

@@ -32,12 +32,15 @@ def host_line(host: HostReport) -> Text:
     parts = []
     if facts.sglang_version.value:
         parts.append(f"SGLang {facts.sglang_version.value}")
+    elif facts.vllm_version.value:
+        parts.append(f"vLLM {facts.vllm_version.value}")
     if facts.gpus.value:
         names = {g.name for g in facts.gpus.value}
         parts.append(f"{len(facts.gpus.value)}x {', '.join(sorted(names))}")
-    if facts.launch.value and facts.launch.value.source != host.host:
+    launch = facts.launch.value or facts.vllm_launch.value
+    if launch and launch.source != host.host:
         # A gate names its host after the launch file: said once, not twice.
-        parts.append(facts.launch.value.source)
+        parts.append(launch.source)
     if parts:
         text.append(clean("  " + " | ".join(parts)), style="dim")
     return text

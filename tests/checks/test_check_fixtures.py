@@ -9,7 +9,8 @@ Checks on what the running server answers over HTTP (`/server_info`) have a thir
 `live.yaml` starts the stand-in SGLang (fixtures/fake_sglang) with the given flags and
 environment (`env`; from a venv holding `sglang-X.dist-info` when it names an
 `installed_version`), may change its state through `/set_internal_state`, and runs
-`check local --pid PID` on it.
+`check local --pid PID` on it; `engine: vllm` starts the stand-in vLLM (fixtures/fake_vllm)
+instead and sends it `completions` first.
 `fires` must report the check failed with a finding of that id, `clean` must report it
 passed: not skipped, since a skipped check proves nothing about being clean.
 
@@ -44,6 +45,7 @@ CASES_ROOT = REPO / "fixtures" / "checks"
 # `gate.args` or `live.yaml` instead of holding a copy (fixtures/checks/README.md)
 SHARED = CASES_ROOT / "_shared"
 FAKE_SGLANG = REPO / "fixtures" / "fake_sglang"
+FAKE_VLLM = REPO / "fixtures" / "fake_vllm"
 KINDS = ("fires", "clean")
 
 
@@ -82,10 +84,16 @@ def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
     """Start the stand-in server a `live.yaml` describes; yield the `check` arguments for it."""
     spec = yaml.safe_load((case / "live.yaml").read_text())
     port = free_port()
+    # `engine: vllm` starts the stand-in vLLM (fixtures/fake_vllm) of `vllm_version`.
+    vllm = spec.get("engine") == "vllm"
+    fake, module = (FAKE_VLLM, "vllm.entrypoints.openai.api_server") if vllm else (
+        FAKE_SGLANG, "sglang.launch_server")  # fmt: skip
+    release = ("FAKE_VLLM_VERSION", spec["vllm_version"]) if vllm else (
+        "FAKE_SGLANG_VERSION", spec["sglang_version"])  # fmt: skip
     env = {
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(FAKE_SGLANG),
-        "FAKE_SGLANG_VERSION": str(spec["sglang_version"]),
+        "PYTHONPATH": str(fake),
+        release[0]: str(release[1]),
         # the server process's own environment, as a unit or a shell would give it
         **{str(k): str(v) for k, v in (spec.get("env") or {}).items()},
     }
@@ -94,7 +102,7 @@ def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
         python = installed_python(log.parent / "venv", str(spec["installed_version"]))
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [python, "-m", "sglang.launch_server", *filled(spec["serve"], case, port)],
+            [python, "-m", module, *filled(spec["serve"], case, port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -110,6 +118,10 @@ def stand_in(case: Path, log: Path) -> Iterator[list[str]]:
         if "set_internal_state" in spec:
             body = json.dumps({"server_args": spec["set_internal_state"]}).encode()
             assert answers(f"{url}/set_internal_state", body), log.read_text()
+        for completion in spec.get("completions") or []:  # traffic for the live counters
+            assert answers(f"{url}/v1/completions", json.dumps(completion).encode()), (
+                log.read_text()
+            )
         extra = filled(spec.get("check", []), case, port)
         yield ["check", "local", "--pid", str(server.pid), *extra]
     finally:
