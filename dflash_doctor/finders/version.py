@@ -39,11 +39,17 @@ def find_version(t: Transport, host: str, python: str | None, ask: Asker) -> Fac
     )
 
 
-def dist_infos(t: Transport, python: str) -> list[tuple[str, str]]:
-    """(version, path) of each `sglang-*.dist-info` in the site dirs beside the interpreter."""
-    lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), "lib")
+SGLANG_DIST_INFO = re.compile(r"sglang-([^-]+)\.dist-info")
+
+
+def dist_infos(
+    t: Transport, bin_dir: str, name: re.Pattern[str] = SGLANG_DIST_INFO
+) -> list[tuple[str, str]]:
+    """(version, path) of each dist-info named like `name` (its group 1: the version) in the
+    site dirs beside a bin directory (`bin/../lib/python3*/{site,dist}-packages`)."""
+    lib = posixpath.join(posixpath.dirname(bin_dir), "lib")
     try:
-        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")]
+        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")][:8]
     except DoctorError:
         return []
     found: list[tuple[str, str]] = []
@@ -55,7 +61,7 @@ def dist_infos(t: Transport, python: str) -> list[tuple[str, str]]:
             except DoctorError:
                 continue
             for entry in entries:
-                m = re.fullmatch(r"sglang-([^-]+)\.dist-info", entry)
+                m = name.fullmatch(entry)
                 if m:
                     found.append((m.group(1), posixpath.join(site, entry)))
     return found
@@ -67,7 +73,7 @@ def dist_info_version(t: Transport, host: str, python: str, ask: Asker) -> Fact[
     Two of them (a botched upgrade) are ambiguous: the host's Python is then asked which
     one it imports (as the server's owner), or the fact says it is ambiguous.
     """
-    found = dist_infos(t, python)
+    found = dist_infos(t, posixpath.dirname(python))
     if not found:
         return None
     versions = sorted({v for v, _ in found})

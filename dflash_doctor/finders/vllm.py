@@ -25,6 +25,7 @@ from dflash_doctor.facts.vllm_metrics import parse_vllm_runtime
 from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
 from dflash_doctor.finders.base import MAX_HOST_FILE_BYTES, attempt, host_file_reader
 from dflash_doctor.finders.server_api import ask_server
+from dflash_doctor.finders.version import dist_infos
 from dflash_doctor.hosts import GatherHints, HostSpec
 from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.questions import proc_pids
@@ -165,26 +166,7 @@ def _bin_dirs(launch: VllmLaunch) -> list[str]:
     return list(dict.fromkeys(posixpath.dirname(w) for w in words))
 
 
-def vllm_dist_infos(t: Transport, bin_dir: str) -> list[tuple[str, str]]:
-    """(version, path) of each `vllm-*.dist-info` in the site dirs beside a bin directory."""
-    lib = posixpath.join(posixpath.dirname(bin_dir), "lib")
-    try:
-        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")][:8]
-    except DoctorError:
-        return []
-    found = []
-    for py in pythons:
-        for sub in ("site-packages", "dist-packages"):
-            site = posixpath.join(lib, py, sub)
-            try:
-                entries = t.list_dir(site)
-            except DoctorError:
-                continue
-            for entry in entries:
-                m = re.fullmatch(r"vllm-([0-9][0-9A-Za-z.+]{0,40})\.dist-info", entry)
-                if m:
-                    found.append((m.group(1), posixpath.join(site, entry)))
-    return found
+VLLM_DIST_INFO = re.compile(r"vllm-([0-9][0-9A-Za-z.+]{0,40})\.dist-info")
 
 
 def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fact[str]:
@@ -195,7 +177,7 @@ def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
     dirs = _bin_dirs(launch)
     if not dirs:
         return Fact[str].missing(f"{host}: vLLM version not found (no interpreter path known)")
-    found = [f for d in dirs for f in vllm_dist_infos(t, d)]
+    found = [f for d in dirs for f in dist_infos(t, d, VLLM_DIST_INFO)]
     versions = sorted({v for v, _ in found})
     if len(versions) == 1:
         return Fact[str].of(versions[0], source=found[0][1])
