@@ -368,10 +368,18 @@ def parse_script(
     return _from_shell(cmd, env, source, "script")
 
 
-def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) -> LaunchArgs:
-    """A systemd unit: the last `ExecStart=`, with `Environment=` and `EnvironmentFile=`
-    (read through `read`; a leading `-` makes it optional) expanded. Directives are read as
-    systemd reads them (facts/systemd_unit.py: continuations, comment lines inside them)."""
+def unit_command(
+    data: bytes,
+    read: Reader | None,
+    is_server: Callable[[list[str]], bool],
+    refusals: tuple[type[FactError], str, str],
+) -> tuple[Command, Env]:
+    """The server command of a systemd unit's last `ExecStart=`, its words' lines, and the
+    environment `Environment=` / `EnvironmentFile=` (read through `read`; a leading `-`
+    makes it optional) give it; directives read as systemd reads them (facts/systemd_unit.py:
+    continuations, comment lines inside them). `refusals`: the error raised and its texts
+    for a unit without `ExecStart=` and for one whose command is not the server."""
+    error, no_exec, not_server = refusals
     text = decode(data, "systemd unit", MAX_LAUNCH_BYTES)
     env = Env()
     for d in directives(text):
@@ -384,15 +392,29 @@ def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) 
             _environment_file(d.value, env, read)
     found = exec_start(text)
     if found is None:
-        raise FactError("no ExecStart= line in the systemd unit")
+        raise error(no_exec)
     exec_line, prefix = found
     # systemd expands $VAR / ${VAR} from the environment it was given; a shell-style walk
     # of the one command line does the same for these forms.
-    cmd = run_script(exec_line.value[prefix:], env, read=None, is_sglang=runs_sglang)
+    cmd = run_script(exec_line.value[prefix:], env, read=None, is_sglang=is_server)
     if cmd is None:
-        raise FactError("ExecStart= does not run sglang.launch_server")
+        raise error(not_server)
     lines = [_line_of(text, exec_line.offsets[prefix + s]) for s, _ in cmd.spans]
-    cmd = Command(cmd.words, lines, exec_line.first, exec_line.last)
+    return Command(cmd.words, lines, exec_line.first, exec_line.last), env
+
+
+def parse_systemd_unit(data: bytes, *, source: str, read: Reader | None = None) -> LaunchArgs:
+    """A systemd unit: the last `ExecStart=` running sglang.launch_server (`unit_command`)."""
+    cmd, env = unit_command(
+        data,
+        read,
+        runs_sglang,
+        (
+            FactError,
+            "no ExecStart= line in the systemd unit",
+            "ExecStart= does not run sglang.launch_server",
+        ),
+    )
     return _from_shell(cmd, env, source, "systemd")
 
 

@@ -25,11 +25,9 @@ from typing import Any, Literal
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import (
     MAX_LAUNCH_BYTES,
-    _environment_file,
-    _line_of,
-    _split,
     check_argv_bounds,
     runs_sglang,
+    unit_command,
 )
 from dflash_doctor.facts.shell import (
     Command,
@@ -40,7 +38,6 @@ from dflash_doctor.facts.shell import (
     run_script,
     script_commands,
 )
-from dflash_doctor.facts.systemd_unit import directives, exec_start
 from dflash_doctor.facts.vllm_models import RUNNER_ENV, Engine, VllmLaunch, VllmSpeculative
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -379,28 +376,20 @@ def parse_vllm_systemd_unit(data: bytes, *, source: str, read: Reader | None = N
     """A systemd unit whose last `ExecStart=` runs vLLM, read as facts/launch.py reads an
     SGLang unit (the same directive reader and `Environment=` / `EnvironmentFile=`
     handling); every variable the unit sets reaches the server's environment."""
-    text = decode(data, "systemd unit", MAX_LAUNCH_BYTES)
-    env = Env()
-    for d in directives(text):
-        if d.key == "Environment":
-            for item in _split(d.value, d.first):
-                name, eq, value = item.partition("=")
-                if eq:
-                    env.set(name, value)
-        elif d.key == "EnvironmentFile":
-            _environment_file(d.value, env, read)
-    found = exec_start(text)
-    if found is None:
-        raise NotVllm("no ExecStart= line in the systemd unit")
-    exec_line, prefix = found
-    cmd = run_script(exec_line.value[prefix:], env, read=None, is_sglang=runs_vllm)
-    if cmd is None:
-        raise NotVllm("ExecStart= does not run vLLM's server")
-    lines = [_line_of(text, exec_line.offsets[prefix + s]) for s, _ in cmd.spans]
+    cmd, env = unit_command(
+        data,
+        read,
+        runs_vllm,
+        (
+            NotVllm,
+            "no ExecStart= line in the systemd unit",
+            "ExecStart= does not run vLLM's server",
+        ),
+    )
     return parse_vllm_argv(
         [placeholders(w) for w in cmd.words],
         source=source,
         kind="systemd",
         environ=launch_environ([], env.scalars),
-        lines=lines,
+        lines=cmd.lines,
     )
