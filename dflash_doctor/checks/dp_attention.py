@@ -58,6 +58,7 @@ def drop_dp_attention(launch: LaunchArgs) -> list[Fix]:
 
 
 def _launch_or_skip(facts: HostFacts) -> LaunchArgs:
+    """The launch; unjudged without it (the DP layout is read from its flags only)."""
     if facts.launch.value is None:
         raise Unjudged(f"needs the launch command: {facts.launch.error}")
     return facts.launch.value

@@ -14,6 +14,7 @@ from dflash_doctor.facts.models import HostFacts
 
 
 def _tp_size(facts: HostFacts) -> tuple[int, Evidence]:
+    """The TP size the drafter is split over: the launch's, else the logged server args'."""
     launch = facts.launch.value
     if launch is not None:
         flag = next(

@@ -30,6 +30,8 @@ QUANT_HEAD_TP = (
 
 
 def _quantized_head(facts: HostFacts) -> Evidence | None:
+    """Evidence that the target's lm_head is quantized (a GGUF launch, or the config's
+    `quantization_config.lm_head`), or None."""
     launch = facts.launch.value
     if launch is not None and (
         (launch.model_path or "").endswith(".gguf") or launch.quantization == "gguf"
