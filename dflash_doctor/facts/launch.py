@@ -107,7 +107,8 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-running-requests",), "max_running_requests", _positive_int),
     FlagSpec(("--tp-size", "--tensor-parallel-size", "--tp"), "tp_size", _positive_int),
     FlagSpec(("--kv-cache-dtype",), "kv_cache_dtype", str),
-    # Topology and backends that DFLASH refuses or changes (checks/topology.py, trtllm_mha_gpu.py);
+    # Topology and backends that DFLASH refuses or changes (checks/pipeline_parallel.py,
+    # dp_attention.py, drafter_heads_vs_tp.py, trtllm_mha_gpu.py);
     # option strings from 0.5.11 server_args.py:4664-4686, 5117, 5271-5278, 6097-6109 and
     # 0.5.22 arg_groups/fields/parallel.py:81-89 (--attn-dp-size).
     FlagSpec(("--pp-size", "--pipeline-parallel-size"), "pp_size", _positive_int),
