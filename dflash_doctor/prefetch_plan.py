@@ -1,7 +1,7 @@
 """What a gathering will ask a remote host, told to the bundle that answers it in one go.
 
 `prefetching(spec, transport)` wraps a remote transport in `PrefetchTransport` with the
-config that `transport/bundle_script.py` follows: the same paths, limits, commands and
+config that `on_host/bundle_script.py` follows: the same paths, limits, commands and
 environment names that the finders (`finders/`) use, taken from where they are defined. A local
 transport is returned as it is: there a read costs no round trip.
 """
@@ -28,14 +28,14 @@ MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
 ENV_VALUE_PREFIXES = ("SGLANG_",)
 # Files of the installed sglang package that gathering reads beside its dist-info.
 SITE_FILES = ("sglang/srt/models/dflash.py",)
-LOG_FILTER_SCRIPT = "facts/log_filter.py"
+LOG_FILTER_SCRIPT = "on_host/log_filter.py"
 # Shipped beside the bundle: host_exec's rules (which interpreter may run, as whom) and the
 # server address and request of the HTTP client, so the bundle asks what gathering asks.
 BUNDLE_MODULES = {
-    "host_exec_rules": "host_exec_rules.py",
-    "server_address": "facts/server_address.py",
+    "host_exec_rules": "on_host/host_exec_rules.py",
+    "server_address": "on_host/server_address.py",
     # The HTTP client, run in the bundle's own process (live hosts only).
-    "server_http": "facts/server_http.py",
+    "server_http": "on_host/server_http.py",
 }
 # Commands a live host is asked during gathering whatever it runs: answered from the bundle
 # (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
@@ -136,11 +136,11 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
 def _helper_settings(spec: HostSpec) -> dict[str, Any]:
     """The commands and helper scripts the bundle runs there, with their limits."""
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
-    from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
     from dflash_doctor.finders.process import ENV_KEYS
     from dflash_doctor.finders.server_api import HTTP_CLIENT_HEAD
     from dflash_doctor.finders.version import VERSION_QUERY
+    from dflash_doctor.on_host.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.shipped import script_source
     from dflash_doctor.transport.prefetch import LIMITS
 
@@ -160,7 +160,7 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
         "log_filter_python": True,
         # finders/launch.ask_sglang: SGLang's own parse of the launch, with the server's Python.
         "native": {
-            "source": script_source("facts/sglang_args.py"),
+            "source": script_source("on_host/sglang_args.py"),
             "env_keys": list(ENV_KEYS),
             "redact": argv_redaction(),
         },
@@ -168,7 +168,7 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
         "version_query": VERSION_QUERY if not spec.hints.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
-            "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],
+            "head": [*HTTP_CLIENT_HEAD, script_source("on_host/server_http.py")],
             "ops": RUNTIME_OPS,
             "timeout": RUNTIME_TIMEOUT_S,
             "health_url": spec.fix.health_url,

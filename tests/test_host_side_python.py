@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor import shipped
-from dflash_doctor.facts import log_filter
+from dflash_doctor.on_host import log_filter
 
 PACKAGE = Path(shipped.__file__).parent
 
@@ -66,6 +66,18 @@ def test_every_shipped_script_is_listed() -> None:
         shipped.script_source("cli.py")
 
 
+def test_host_scripts_are_the_on_host_package() -> None:
+    """HOST_SCRIPTS is the one list: every module in on_host/ is on it (so it runs under its
+    floor below), and nothing on it lives elsewhere."""
+    package = PACKAGE / "on_host"
+    found = {f"on_host/{p.name}" for p in package.glob("*.py") if p.name != "__init__.py"}
+    assert found == set(shipped.HOST_SCRIPTS), (
+        f"in on_host/ but not in HOST_SCRIPTS: {sorted(found - set(shipped.HOST_SCRIPTS))}; "
+        f"in HOST_SCRIPTS but not in on_host/: {sorted(set(shipped.HOST_SCRIPTS) - found)}"
+    )
+    assert not [p for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"]
+
+
 def _interpreter(version: tuple[int, int]) -> str | None:
     name = f"python{version[0]}.{version[1]}"
     pyenv = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version[0]}.{version[1]}.*")))
@@ -78,7 +90,7 @@ def _interpreter(version: tuple[int, int]) -> str | None:
 def test_log_filter_compacts_its_series_under_python_3_8(tmp_path: Path) -> None:
     """More decode lines than MAX_SERIES points hold: the series halves (the path that used
     `zip(strict=True)`), and 3.8's records equal this interpreter's."""
-    python = _interpreter(shipped.HOST_SCRIPTS["facts/log_filter.py"])
+    python = _interpreter(shipped.HOST_SCRIPTS["on_host/log_filter.py"])
     if python is None:
         pytest.skip("no Python 3.8 interpreter here (vermin above still checks the floor)")
     line = (
@@ -88,7 +100,7 @@ def test_log_filter_compacts_its_series_under_python_3_8(tmp_path: Path) -> None
     )
     log = tmp_path / "server.log"
     log.write_text("x server_args=ServerArgs(speculative_algorithm='DFLASH')\n" + line * 2000)
-    argv = [str(PACKAGE / "facts/log_filter.py"), str(log)]
+    argv = [str(PACKAGE / "on_host/log_filter.py"), str(log)]
     old = subprocess.run([python, "-I", *argv], capture_output=True, timeout=120)
     new = subprocess.run([sys.executable, "-I", *argv], capture_output=True, timeout=120)
     assert old.returncode == 0, old.stderr.decode(errors="replace")[-800:]

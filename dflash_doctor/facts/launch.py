@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
-from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
 from dflash_doctor.facts.sglang_options import human_readable_int
 from dflash_doctor.facts.shell import (
     Command,
@@ -32,6 +31,7 @@ from dflash_doctor.facts.shell import (
     shown,
 )
 from dflash_doctor.facts.systemd_unit import directives, exec_start
+from dflash_doctor.on_host.sglang_args import SGLANG_FIELDS
 from dflash_doctor.redact import redact_argv
 from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 

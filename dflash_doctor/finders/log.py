@@ -18,7 +18,7 @@ from dflash_doctor.transport.base import Transport
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
 # How much of a runtime-kept log (`docker logs`, `kubectl logs`) is read: its last lines.
 RUNTIME_LOG_TAIL_LINES = 200_000
-LOG_FILTER = "facts/log_filter.py"
+LOG_FILTER = "on_host/log_filter.py"
 
 
 def log_path(t: Transport, given: str | None, pid: int | None) -> str | None:

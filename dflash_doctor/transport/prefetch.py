@@ -1,7 +1,7 @@
 """One round trip per host: a transport that answers from a bundle fetched in one execution.
 
 `PrefetchTransport` wraps a remote transport. On its first use it runs the shipped
-`transport/bundle_script.py` on the host in ONE remote command and keeps the bounded JSON
+`on_host/bundle_script.py` on the host in ONE remote command and keeps the bounded JSON
 bundle it prints: file stats and contents, directory listings, link targets, command
 outputs. Every read, listing, link and command that the bundle foresaw is answered from
 it, with the same result (and the same one-line error) the transport itself would give;
@@ -42,7 +42,7 @@ from dflash_doctor.transport.questions import pgrep_or_proc
 from dflash_doctor.transport.wrapped import Delegating
 
 T = TypeVar("T")
-BUNDLE_SCRIPT = "transport/bundle_script.py"
+BUNDLE_SCRIPT = "on_host/bundle_script.py"
 BUNDLE_VERSION = 1
 # Root-owned system interpreters only, tried in this order; each must be owned by root
 # and not writable by group or others, and so must its directory (and its symlink's).

@@ -68,7 +68,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
 
     def counted_open(self: SSHTransport, argv: list[str], timeout: float, *rest: Any) -> Any:
-        seen["exec"] += 1  # `rest`: the stdin of a file write (transport/safe_files.py)
+        seen["exec"] += 1  # `rest`: the stdin of a file write (on_host/safe_files.py)
         return open_channel(self, argv, timeout, *rest)
 
     def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
@@ -360,7 +360,7 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     parse) only when host_exec's rules trust it, exactly as the doctor's own call would."""
     if os.geteuid() != 0:
         pytest.skip("needs root to give files away")
-    from dflash_doctor import host_exec_rules
+    from dflash_doctor.on_host import host_exec_rules
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -420,16 +420,16 @@ def test_host_answers_never_name_a_file_the_doctor_reads() -> None:
         "runs": [],
         "streams": [
             {"script": "../../../../../etc/shadow", "args": [], "rc": 0, "out": "", "err": ""},
-            {"script": "facts/log_filter.py", "args": ["/x"], "rc": 0, "out": "", "err": ""},
+            {"script": "on_host/log_filter.py", "args": ["/x"], "rc": 0, "out": "", "err": ""},
         ],
     }
-    answers = prefetch.Answers.parse(json.dumps(doc).encode(), {"facts/log_filter.py": "SRC"})
+    answers = prefetch.Answers.parse(json.dumps(doc).encode(), {"on_host/log_filter.py": "SRC"})
     assert answers.error is None
     assert list(answers.streams) == [("-c", "SRC", "/x")]
     assert prefetch.Answers.parse(json.dumps(doc).encode()).streams == {}
 
 
-@pytest.mark.parametrize("module", ["host_exec_rules.py", "facts/server_address.py"])
+@pytest.mark.parametrize("module", ["on_host/host_exec_rules.py", "on_host/server_address.py"])
 def test_shipped_modules_are_stdlib_python_3_8(module: str) -> None:
     import ast
 
@@ -481,9 +481,9 @@ def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> 
     from the rule as data: the same words, so the answer is the one gathering asks for."""
     import json
 
+    from dflash_doctor.on_host.bundle_script import redactor
     from dflash_doctor.prefetch_plan import argv_redaction
     from dflash_doctor.redact import redact_argv
-    from dflash_doctor.transport.bundle_script import redactor
 
     redact = redactor(json.loads(json.dumps(argv_redaction())))
     assert redact(argv) == redact_argv(argv)
@@ -492,7 +492,7 @@ def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> 
 def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: Path) -> None:
     """Started without the `timeout` wrapper, a command past its deadline is ended with every
     process it started (its session), and gives no answer: the transport then asks."""
-    from dflash_doctor.transport.bundle_script import Bundle
+    from dflash_doctor.on_host.bundle_script import Bundle
 
     pid_file = tmp_path / "child"
     script = f"sleep 60 & echo $! > {pid_file}; wait"
@@ -508,8 +508,8 @@ def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: 
 def test_a_command_that_cannot_start_is_worded_by_the_shell() -> None:
     """A missing command goes through the login shell and the bounded wrapper, as the SSH
     transport's own call would: the same status and the same words."""
+    from dflash_doctor.on_host.bundle_script import Bundle
     from dflash_doctor.transport.base import bounded_on_host
-    from dflash_doctor.transport.bundle_script import Bundle
 
     cfg = {"limits": dict(prefetch.LIMITS), "bounded_script": bounded_on_host(["x"], 1)[2]}
     bundle = Bundle(cfg)
@@ -547,7 +547,7 @@ def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[n
     spec = HostSpec.of(name="live", pid=proc.pid)  # no declared version: it must be found
     here = _Commands()
     local = gather(spec, here)
-    parse = script_source("facts/sglang_args.py")
+    parse = script_source("on_host/sglang_args.py")
     assert len([c for c in here.calls if parse in c]) == 1
     assert not [c for c in here.calls if VERSION_QUERY in c]
     assert local.sglang_version.value is not None, local.sglang_version.error
