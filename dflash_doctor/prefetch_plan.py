@@ -105,6 +105,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.launch import _LAUNCHERS
+    from dflash_doctor.finders.plan import reads
     from dflash_doctor.finders.process import ENV_KEYS
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
@@ -130,6 +131,8 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "model_side_files": model_side_files(),
         "models_package": MODELS_PACKAGE,
         "arch_modules": arch_modules(),
+        # The hub caches, site directories and process files the finders read (data).
+        "reads": reads(),
     }
 
 

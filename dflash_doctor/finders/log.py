@@ -10,6 +10,7 @@ from dflash_doctor.errors import DoctorError, FactError, FileMissing, Permission
 from dflash_doctor.facts.models import Fact, LogFacts
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.finders.base import attempt
+from dflash_doctor.finders.plan import PROCESS
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
@@ -27,7 +28,7 @@ def log_path(t: Transport, given: str | None, pid: int | None) -> str | None:
         return given
     if pid is None:
         return None
-    for fd in (1, 2):
+    for fd in PROCESS["log_fds"]:
         try:
             target = t.readlink(f"/proc/{pid}/fd/{fd}")
         except DoctorError:

@@ -8,6 +8,7 @@ through `paramiko.SFTPClient._request` / `_async_request`. The counters call the
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import subprocess
@@ -60,9 +61,17 @@ def _no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count remote executions and SFTP requests as the real client makes them."""
+    """Count remote executions and SFTP requests as the real client makes them, and name
+    each read the bundle did not answer (`missed: read /path`): a gathering that costs more
+    than one round trip says which read of which finder the bundle's plan lacks."""
     seen: Counter[str] = Counter()
     open_channel = SSHTransport._open_channel
+    missed = PrefetchTransport._missed
+
+    def counted_miss(self: PrefetchTransport, what: str) -> None:
+        seen[f"missed: {what}"] += 1
+        missed(self, what)
+
     # private to paramiko (no stub): the two calls every SFTP request goes through
     request = paramiko.SFTPClient._request  # type: ignore[attr-defined]
     async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
@@ -80,6 +89,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return async_request(self, *args)
 
     monkeypatch.setattr(SSHTransport, "_open_channel", counted_open)
+    monkeypatch.setattr(PrefetchTransport, "_missed", counted_miss)
     monkeypatch.setattr(paramiko.SFTPClient, "_request", counted_request)
     monkeypatch.setattr(paramiko.SFTPClient, "_async_request", counted_async)
     return seen
@@ -127,6 +137,8 @@ def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
     remote = check_host(spec, ssh=ssh_options)
     assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
     assert trips["exec"] == 1 and trips["sftp"] >= 40
+    # each named: a missed read costs several SFTP requests (open, stat, read, close)
+    assert sum(n for k, n in trips.items() if k.startswith("missed: ")) >= 10
 
 
 def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
@@ -561,3 +573,26 @@ def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[n
         transport.close()
     assert counted == {"exec": 1} and _misses(bundled) == [], (counted, _misses(bundled))
     assert remote.sglang_version == local.sglang_version
+
+
+def test_a_read_the_plan_lacks_is_named(
+    sshd: Any, ssh_options: Any, trips: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle reads by the finders' plan (finders/plan.py), sent as data: when the plan it
+    gets lacks a read (here: site-packages), the finder still reads it, through one more
+    round trip, and the count names that read; the facts stay the local ones."""
+    from dflash_doctor.finders import plan
+
+    declared = plan.reads
+
+    def without_site_packages() -> dict[str, Any]:
+        got = json.loads(json.dumps(declared()))
+        got["site"]["subdirs"] = ["dist-packages"]
+        return dict(got)
+
+    monkeypatch.setattr(plan, "reads", without_site_packages)
+    spec = load_recorded_host(str(DEMO_HOST)).model_copy(update={"address": sshd.address})
+    remote = check_host(spec, ssh=ssh_options)
+    assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
+    named = [k for k in trips if k.startswith("missed: list ") and k.endswith("/site-packages")]
+    assert named and trips["sftp"] >= 1, dict(trips)
