@@ -4,12 +4,15 @@
 grammar: `zip(..., strict=True)` parses on 3.8 and dies there at run time. vermin knows the
 stdlib's per-version API (keyword arguments included) and runs on every machine; where a
 real interpreter of the floor's version is installed (pyenv on the project's machines), the
-log filter runs under it too, on a log long enough to take its compaction path.
+log filter runs under it too, on a log long enough to take its compaction path, and the
+bundle gathers recorded hosts under it with the answer this interpreter gives. Every module
+of on_host/ is on HOST_SCRIPTS, so none escapes these runs.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import re
 import shutil
 import subprocess
@@ -128,3 +131,35 @@ def test_host_script_module_code_runs_under_its_floor(script: str) -> None:
     if got.returncode and "No module named 'torch'" in err:
         pytest.skip("the probe imports torch at module level; no torch for this interpreter")
     assert got.returncode == 0, err[-800:]
+
+
+@pytest.mark.parametrize("tree", ["demo", "v0523"])
+def test_the_bundle_answers_alike_under_its_floor(tree: str) -> None:
+    """The whole bundle (not only its module code) over a recorded host, under a real
+    interpreter of its floor: its config, the finders' plan included, arrives as JSON, and
+    the answer is byte for byte this interpreter's (timings and the interpreter aside)."""
+    from dflash_doctor.hosts import load_recorded_host
+    from dflash_doctor.pipeline import open_transport
+    from dflash_doctor.prefetch_plan import bundle_config
+    from dflash_doctor.transport.recorded import RecordedTransport
+    from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
+
+    python = _interpreter(shipped.HOST_SCRIPTS["on_host/bundle_script.py"])
+    if python is None:
+        pytest.skip("no interpreter of this floor here (vermin above still checks it)")
+    spec = load_recorded_host(str(DEMO_HOST if tree == "demo" else FIXTURE_HOSTS / tree))
+    transport = open_transport(spec)
+    assert isinstance(transport, RecordedTransport)
+    config = transport.bundle_settings(bundle_config(spec))
+    argv = [str(PACKAGE / "on_host/bundle_script.py"), json.dumps(config)]
+    answers = []
+    for interpreter in (python, sys.executable):
+        got = subprocess.run([interpreter, "-I", "-S", *argv], capture_output=True, timeout=120)
+        assert got.returncode == 0, got.stderr.decode(errors="replace")[-800:]
+        answer = json.loads(got.stdout)
+        for key in ("python", "seconds"):
+            answer.pop(key)
+        for run in answer["runs"]:
+            run.pop("seconds", None)
+        answers.append(answer)
+    assert answers[0]["files"] and answers[0] == answers[1]
