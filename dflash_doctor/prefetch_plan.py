@@ -12,16 +12,24 @@ import re
 from functools import cache
 from typing import Any, cast
 
+from dflash_doctor.facts.launch import FLAG_SPECS
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.transport.base import Transport
+from dflash_doctor.transport.questions import PGREP_ARGV
 
-# The model flags whose values name the target and the drafter (facts/launch.py FLAG_SPECS):
+# The model flags whose values name the target and the drafter, as facts/launch.py FLAG_SPECS:
 # 0.5.11 srt/server_args.py:4191-4192 (`--model-path`, alias `--model`) and :5371
 # (`--speculative-draft-model-path`); 0.5.23 derives flags from field names
 # (srt/arg_groups/arg_utils.py:289; model_path with alias `--model` at :29;
 # speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
 # their argparse abbreviations.
-MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+MODEL_FLAGS = tuple(
+    flag
+    for spec in FLAG_SPECS
+    if spec.dest in ("model_path", "draft_model_path")
+    for flag in spec.flags
+)
 # Values of these environment names leave the host besides finders/process.ENV_KEYS and the
 # catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
 # (redact.py), so that a check reading one more of them still sees it.
@@ -39,7 +47,7 @@ BUNDLE_MODULES = {
 }
 # Commands a live host is asked during gathering whatever it runs: answered from the bundle
 # (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
-LIVE_COMMANDS = (("id", "-u"),)
+LIVE_COMMANDS = (tuple(rules.ID_ARGV),)
 
 
 @cache
@@ -114,7 +122,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "root": "/",
         "recorded": False,
         "pid": spec.hints.pid,
-        "pgrep": ["pgrep", "-f", "sglang"] if spec.hints.pid is None else None,
+        "pgrep": list(PGREP_ARGV) if spec.hints.pid is None else None,
         "launchers": list(_LAUNCHERS),
         "model_flags": list(MODEL_FLAGS),
         "models": [m for m in (spec.hints.drafter_path, spec.hints.target_path) if m],
