@@ -11,6 +11,7 @@ of on_host/ is on HOST_SCRIPTS, so none escapes these runs.
 
 from __future__ import annotations
 
+import ast
 import glob
 import json
 import re
@@ -79,6 +80,13 @@ def test_host_scripts_are_the_on_host_package() -> None:
         f"in HOST_SCRIPTS but not in on_host/: {sorted(set(shipped.HOST_SCRIPTS) - found)}"
     )
     assert not [p for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    # Shipped as text and run alone: none may import the package (nor a sibling).
+    for script in sorted(found):
+        tree = ast.parse((PACKAGE / script).read_text(encoding="utf-8"))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += ["." if n.level else str(n.module) for n in froms]
+        assert not [n for n in names if n.startswith(("dflash_doctor", "."))], script
 
 
 def _interpreter(version: tuple[int, int]) -> str | None:
