@@ -49,7 +49,7 @@ from dflash_doctor.facts.models import (
     ServerRuntime,
 )
 from dflash_doctor.facts.runtime import parse_runtime, server_address
-from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
+from dflash_doctor.on_host.server_http import parse_prometheus, prompt, scrub
 from fixtures.sshd import free_port
 from fixtures.stand_in import copy_models, install_stand_in
 from tests.cli_helper import doctor as run_doctor
@@ -225,7 +225,7 @@ def test_server_address_from_the_launch() -> None:
 
 
 def test_api_key_is_read_from_the_process_not_the_command_line(tmp_path: Path) -> None:
-    from dflash_doctor.facts.server_http import api_keys
+    from dflash_doctor.on_host.server_http import api_keys
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-key", SECRET])
     try:

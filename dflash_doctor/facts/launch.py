@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
-from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
 from dflash_doctor.facts.sglang_options import human_readable_int
 from dflash_doctor.facts.shell import (
     Command,
@@ -32,10 +31,13 @@ from dflash_doctor.facts.shell import (
     shown,
 )
 from dflash_doctor.facts.systemd_unit import directives, exec_start
+from dflash_doctor.on_host.sglang_args import SGLANG_FIELDS
 from dflash_doctor.redact import redact_argv
 from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
 MAX_LAUNCH_BYTES = 1024 * 1024
+# A word of a command line that is an interpreter (`python`, `/venv/bin/python3.11`).
+PYTHON_WORD = r"(^|/)python[0-9.]*$"
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ def sglang_args_start(argv: list[str]) -> int:
 def _python_of(argv: list[str], start: int) -> str | None:
     head = argv[: max(start - 1, 0)]
     for arg in head:
-        if re.search(r"(^|/)python[0-9.]*$", arg):
+        if re.search(PYTHON_WORD, arg):
             return arg
     return None
 

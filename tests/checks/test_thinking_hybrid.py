@@ -33,7 +33,7 @@ from dflash_doctor.facts.models import (
     ServerRuntime,
     TargetConfig,
 )
-from dflash_doctor.facts.server_http import carried_reasoning
+from dflash_doctor.on_host.server_http import carried_reasoning
 from dflash_doctor.render.bench import issue_lines
 from dflash_doctor.runner import run_check
 from tests.conftest import REPO, target_cfg
