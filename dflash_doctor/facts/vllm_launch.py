@@ -262,7 +262,8 @@ def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> Vl
             config[key] = values[field]
     typed: dict[str, Any] = {k: _typed(config, k, str) for k in _SPEC_STR}
     typed |= {k: _typed(config, k, int) for k in _SPEC_INT}
-    typed["enable_adaptive_verification"] = _typed(config, "enable_adaptive_verification", bool)
+    for key in ("enable_adaptive_verification", "disable_eagle_block_drop"):
+        typed[key] = _typed(config, key, bool)
     return VllmSpeculative(**typed, keys=sorted(config)[:MAX_JSON_KEYS])
 
 
@@ -297,11 +298,24 @@ def parse_vllm_argv(
             values, "tensor_parallel_size", "--tensor-parallel-size"
         ),
         port=_optional_int(values, "port", "--port"),
+        enable_prefix_caching=prefix_caching(args),
         environ=dict(environ or {}),
         flag_lines={
             f: lines[start + i] for f, i in where.items() if lines and start + i < len(lines)
         },
     )
+
+
+def prefix_caching(args: list[str]) -> bool | None:
+    """The last `--enable-prefix-caching` / `--no-enable-prefix-caching` (argparse's
+    BooleanOptionalAction pair, vllm/engine/arg_utils.py 0.34.0:385, 1420-1426); None:
+    neither is given."""
+    found = None
+    for word in args:
+        name = _flag_name(word)
+        if name in ("--enable-prefix-caching", "--no-enable-prefix-caching"):
+            found = name == "--enable-prefix-caching"
+    return found
 
 
 def _optional_int(values: dict[str, str], field: str, flag: str) -> int | None:

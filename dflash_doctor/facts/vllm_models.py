@@ -28,6 +28,8 @@ class VllmSpeculative(BaseModel):
     attention_backend: str | None = None
     draft_sample_method: str | None = None
     enable_adaptive_verification: bool | None = None
+    # `disable_eagle_block_drop` (0.30.0+): keep the trailing prefix-cache block on a hit.
+    disable_eagle_block_drop: bool | None = None
     # Every key given, dashes as underscores, as vLLM passes them on.
     keys: list[str] = Field(default_factory=list)
 
@@ -48,6 +50,9 @@ class VllmLaunch(BaseModel):
     max_model_len: int | None = None  # None: not given, or `auto` / -1
     tensor_parallel_size: int | None = None
     port: int | None = None
+    # The last of `--enable-prefix-caching` / `--no-enable-prefix-caching`; None: not given
+    # (vLLM's default, on for generative models: vllm/config/cache.py 0.34.0:267).
+    enable_prefix_caching: bool | None = None
     # The server process read (kind "process"): whose HTTP API a live check asks.
     pid: int | None = None
     # The VLLM_ENV_NAMES variables the launch sets (an exported or prefix assignment, the
