@@ -162,7 +162,9 @@ def gather(
     args = launch.value
     python = spec.hints.python or (args.python if args else None)
     pythons = filter_pythons(t, run_as, python, found.pid)
-    log = find_log(t, host, spec.hints.log_path, found.pid, pythons, spec.hints.log_since)
+    # A vLLM server's log is the file its own process writes, as for SGLang's.
+    server_pid = found.pid if vllm.value is None else vllm.value.pid
+    log = find_log(t, host, spec.hints.log_path, server_pid, pythons, spec.hints.log_since)
     logged = log.value.server_args_fields if log.value is not None else {}
     hubs = hub_dirs(found.env, spec.hints.hf_home)
     drafter_path = args.draft_model_path if args else logged.get("speculative_draft_model_path")

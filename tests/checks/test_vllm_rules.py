@@ -4,17 +4,27 @@ wheels give."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dflash_doctor.facts import log_filter
+from dflash_doctor.facts.log_patterns import patterns
 from dflash_doctor.facts.model_config import rope_types_of
 from dflash_doctor.facts.models import DrafterConfig, Fact, HostFacts, TargetConfig
+from dflash_doctor.facts.server_log import scan_log
 from dflash_doctor.facts.vllm_launch import parse_vllm_argv
 from dflash_doctor.facts.vllm_models import RUNNER_ENV, VllmLaunch, VllmSpeculative
-from dflash_doctor.facts.vllm_rules import rule, rules, vllm_releases_read
+from dflash_doctor.facts.vllm_rules import (
+    rule,
+    rules,
+    vllm_crash_texts,
+    vllm_releases_read,
+    vllm_texts,
+)
 from dflash_doctor.runner import run_checks
 from tests.conftest import REPO
 
@@ -194,3 +204,18 @@ def test_the_rule_data_is_what_the_wheels_give() -> None:
         pytest.skip("vLLM wheels not unpacked")
     script = REPO / "scripts" / "gen_vllm_rules.py"
     assert subprocess.run([sys.executable, str(script), "--check"]).returncode == 0
+
+
+def test_every_vllm_crash_text_is_marked_and_read_from_a_log() -> None:
+    marks = [m.decode() for m in (*log_filter.MARKS, *log_filter.STARTUP_MARKS)]
+    assert not set(vllm_texts()) & set(patterns()), "vLLM and SGLang text ids must differ"
+    lines = []
+    for p in vllm_crash_texts():
+        # Fields filled as a DFlash server fills them (`_speculator_name` is "DFlash").
+        text = re.sub(r"\{[^{}]*\}", "DFlash", p.formats[-1].format)
+        if p.id in ("v1_dflash2", "v1_candidate_head"):
+            text = f"Model Runner V1 does not support: {text}"  # a feature of that text
+        assert any(m in text for m in marks), (p.id, text)
+        lines.append(f"ERROR 12-03 09:14:02 [x.py:1] ValueError: {text}")
+    log = scan_log([("\n".join(lines) + "\n").encode()], "server.log")
+    assert set(log.crashes) == {p.id for p in vllm_crash_texts()}
