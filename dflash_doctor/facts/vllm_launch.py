@@ -299,11 +299,32 @@ def parse_vllm_argv(
         ),
         port=_optional_int(values, "port", "--port"),
         enable_prefix_caching=prefix_caching(args),
+        **_options(args, lines[start:] if lines else None),
         environ=dict(environ or {}),
         flag_lines={
             f: lines[start + i] for f, i in where.items() if lines and start + i < len(lines)
         },
     )
+
+
+MAX_OPTIONS = 256
+
+
+def _options(args: list[str], lines: list[int] | None) -> dict[str, Any]:
+    """The long options given, as vLLM's parser names them (`_flag_name`), up to a bare
+    `--` (after which argparse reads positionals); bounded."""
+    options: dict[str, int | None] = {}
+    for i, word in enumerate(args):
+        if word == "--":
+            break
+        if not word.startswith("--") or len(options) >= MAX_OPTIONS:
+            continue
+        name = _printable(_flag_name(word).partition("=")[0].partition(".")[0])[:80]
+        options.setdefault(name, lines[i] if lines and i < len(lines) else None)
+    return {
+        "options": list(options),
+        "option_lines": {k: v for k, v in options.items() if v is not None},
+    }
 
 
 def prefix_caching(args: list[str]) -> bool | None:

@@ -59,6 +59,10 @@ class VllmLaunch(BaseModel):
     # process's environment), printable text only.
     environ: dict[str, str] = Field(default_factory=dict)
     flag_lines: dict[str, int] = Field(default_factory=dict)
+    # Every long option given (`--name`, underscores as dashes, before any `=` or `.`), in
+    # order, at most MAX_OPTIONS; with its launch-file line where known.
+    options: list[str] = Field(default_factory=list)
+    option_lines: dict[str, int] = Field(default_factory=dict)
 
     @property
     def draft_model(self) -> str | None:
