@@ -195,7 +195,7 @@ def gather(
         vllm_launch=vllm,
     )
     if engine.value == "vllm":
-        _vllm_host(t, facts)
+        _vllm_host(t, facts, spec.hints.vllm_version)
     _live(t, spec, facts, found.pid)
     return facts
 
@@ -211,9 +211,12 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
     return engine, vllm
 
 
-def _vllm_host(t: Transport, facts: HostFacts) -> None:
+def _vllm_host(t: Transport, facts: HostFacts, declared_version: str | None = None) -> None:
     """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
     facts.vllm_version = find_vllm_version(t, facts.host, facts.vllm_launch.value)
+    if declared_version and facts.vllm_version.value is None:
+        # The release the inventory or `gate --vllm-version` declares, where none is installed.
+        facts.vllm_version = Fact[str].of(declared_version, source="declared")
     facts.vllm_runtime = find_vllm_runtime(t, facts.host, facts.vllm_launch.value)
     running = facts.vllm_runtime.value.version if facts.vllm_runtime.value else None
     if running and parse_version(running) is not None:

@@ -191,6 +191,7 @@ def gate_specs(args: GateArgs) -> list[HostSpec]:
         ("drafter_path", args.drafter),
         ("target_path", args.target),
         ("sglang_version", args.sglang_version),
+        ("vllm_version", args.vllm_version),
         ("compose_service", args.compose_service),
     ):
         if value is not None:

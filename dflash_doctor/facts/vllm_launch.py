@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import shlex
 from typing import Any, Literal
 
 from dflash_doctor.errors import FactError
@@ -271,7 +272,7 @@ def parse_vllm_argv(
     argv: list[str],
     *,
     source: str,
-    kind: Literal["process", "script", "systemd"],
+    kind: Literal["process", "script", "systemd", "argv"],
     environ: dict[str, str] | None = None,
     lines: list[int] | None = None,
 ) -> VllmLaunch:
@@ -373,6 +374,24 @@ def launch_environ(words: list[str], exported: dict[str, str]) -> dict[str, str]
         if name in VLLM_ENV_NAMES:
             found[name] = _printable(value)
     return found
+
+
+def command_words(command: str | list[str]) -> list[str]:
+    """A launch command given as a string (split as a shell would, never run by one) or
+    as an argv list."""
+    if not isinstance(command, str):
+        return list(command)
+    try:
+        return shlex.split(command)
+    except ValueError as e:
+        raise FactError(f"the launch command cannot be split: {e}") from None
+
+
+def parse_vllm_command(command: str | list[str], *, source: str = "launch") -> VllmLaunch:
+    """The vLLM launch given as a command (`--launch "vllm serve ..."`), with the
+    VLLM_ENV_NAMES variables of its `NAME=value` prefix assignments."""
+    words = command_words(command)
+    return parse_vllm_argv(words, source=source, kind="argv", environ=launch_environ(words, {}))
 
 
 def parse_vllm_script(data: bytes, *, source: str, read: Reader | None = None) -> VllmLaunch:

@@ -41,7 +41,8 @@ class VllmLaunch(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     source: str
-    kind: Literal["process", "script", "systemd"]
+    # "argv": the command itself, given with `--launch` (the inventory's `launch:`).
+    kind: Literal["process", "script", "systemd", "argv"]
     python: str | None = None
     # The `vllm` console script of `vllm serve` as written (a path or a bare name).
     launcher: str | None = None

@@ -15,7 +15,9 @@ from dflash_doctor.facts.launch import launch_file_kind
 from dflash_doctor.facts.models import Fact, LaunchArgs
 from dflash_doctor.facts.vllm_launch import (
     NotVllm,
+    command_words,
     parse_vllm_argv,
+    parse_vllm_command,
     parse_vllm_script,
     parse_vllm_systemd_unit,
     process_environ,
@@ -153,11 +155,24 @@ def engine_facts(
     if launch.value is not None or pid is not None:
         return Fact[Engine].of("sglang", launch.source), Fact[VllmLaunch]()
     if spec.hints.launch is not None:
-        return Fact[Engine](), Fact[VllmLaunch]()
+        return _given(spec.name, spec.hints.launch)
     vllm = find_vllm(t, spec.name, spec.hints)
     if vllm.value is None and vllm.error is None:
         return Fact[Engine](), vllm
     return Fact[Engine].of("vllm", vllm.source), vllm
+
+
+def _given(host: str, command: str | list[str]) -> tuple[Fact[Engine], Fact[VllmLaunch]]:
+    """The engine and vLLM launch of the command given with `--launch`: vLLM's when its
+    words run vLLM's server, else nothing here (SGLang's finder reads it)."""
+    try:
+        words = command_words(command)
+    except FactError:
+        return Fact[Engine](), Fact[VllmLaunch]()  # SGLang's finder names the bad command
+    if not runs_vllm(words):
+        return Fact[Engine](), Fact[VllmLaunch]()
+    vllm = attempt(host, "launch", lambda: parse_vllm_command(words))
+    return Fact[Engine].of("vllm", "launch"), vllm
 
 
 def _bin_dirs(launch: VllmLaunch) -> list[str]:

@@ -1,0 +1,89 @@
+"""The gate and inventories over launches that run vLLM (issue 29): a repository's vLLM
+launch file with `--vllm-version`, and an inventory host whose `launch:` is a `vllm serve`
+command, are judged by the vLLM checks at that release, never by SGLang's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dflash_doctor.checks import CATALOG
+from tests.cli_helper import doctor
+from tests.conftest import REPO
+
+CASES = REPO / "fixtures" / "checks"
+DFLASH2 = CASES / "DFD307" / "fires"
+SHARED = CASES / "_shared"
+VLLM_CHECKS = {cid for cid, c in CATALOG.items() if c.engine == "vllm"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A deployment repository: a vLLM launch forcing the V1 runner on a DFlash 2 drafter."""
+    shutil.copytree(DFLASH2, tmp_path / "deploy")
+    shutil.copytree(SHARED / "qwen3-8b", tmp_path / "deploy/target")
+    return tmp_path
+
+
+def gate(cwd: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    p = doctor("gate", *args, "--format", "json", cwd=cwd, columns=200, env={"HOME": str(cwd)})
+    return p.returncode, json.loads(p.stdout)
+
+
+def results(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["check_id"]: r for r in host["results"]}
+
+
+@pytest.mark.parametrize(
+    ("version", "severity", "says"),
+    [("0.28.0", "warning", "as DFlash 1"), ("0.29.0", "error", "refuses"), (None, "error", "")],
+)
+def test_a_vllm_launch_file_is_gated_at_the_declared_release(
+    repo: Path, version: str | None, severity: str, says: str
+) -> None:
+    pinned = ["--vllm-version", version] if version else []
+    code, report = gate(
+        repo, "deploy/launch.sh", "--drafter", "deploy/drafter", "--target", "deploy/target",
+        *pinned,
+    )  # fmt: skip
+    (host,) = report["hosts"]
+    assert host["facts"]["engine"]["value"] == "vllm"
+    assert host["facts"]["vllm_version"]["value"] == version
+    got = results(host)
+    (finding,) = got["DFD307"]["findings"]
+    assert finding["severity"] == severity and says in finding["message"]
+    assert code == (1 if severity == "error" else 0)
+    for cid, r in got.items():
+        if cid not in VLLM_CHECKS:
+            assert r["status"] == "skipped" and "vLLM server" in r["reason"], cid
+
+
+def test_an_inventory_launch_command_that_runs_vllm_is_judged_as_vllm(tmp_path: Path) -> None:
+    command = (
+        "VLLM_USE_V2_MODEL_RUNNER=0 vllm serve Qwen/Qwen3-8B --speculative-config "
+        """'{"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", """
+        """"num_speculative_tokens": 15}' --max-model-len 131072"""
+    )
+    (tmp_path / "inventory.yaml").write_text(
+        "hosts:\n  gpu-a:\n    vllm_version: 0.32.0\n"
+        f"    launch: {json.dumps(command)}\n"
+        f"    drafter_path: {SHARED / 'qwen3-8b-dflash-b16'}\n"
+        f"    target_path: {SHARED / 'qwen3-8b'}\n"
+    )
+    code, report = gate(tmp_path, "-I", "inventory.yaml")
+    (host,) = report["hosts"]
+    assert host["facts"]["vllm_launch"]["value"]["environ"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    got = results(host)
+    (finding,) = got["DFD305"]["findings"]
+    assert finding["severity"] == "error" and "engine dies" in finding["message"]
+    assert code == 1
+
+
+def test_a_declared_vllm_version_must_read_as_one(repo: Path) -> None:
+    p = doctor("gate", "deploy/launch.sh", "--vllm-version", "latest", cwd=repo)
+    assert p.returncode == 2
+    assert "--vllm-version 'latest': not a version" in p.stdout + p.stderr
