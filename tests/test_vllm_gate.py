@@ -87,3 +87,46 @@ def test_a_declared_vllm_version_must_read_as_one(repo: Path) -> None:
     p = doctor("gate", "deploy/launch.sh", "--vllm-version", "latest", cwd=repo)
     assert p.returncode == 2
     assert "--vllm-version 'latest': not a version" in p.stdout + p.stderr
+
+
+COMPOSE = """\
+services:
+  web:
+    image: nginx
+  vllm:
+    image: vllm/vllm-openai:v0.30.0
+    entrypoint: ["vllm", "serve"]
+    environment:
+      - VLLM_USE_V2_MODEL_RUNNER=0
+      - HF_TOKEN=hf_fixture_secret_0000
+    command:
+      - Qwen/Qwen3-8B
+      - --speculative-config
+      - '{"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash2", "num_speculative_tokens": 15}'
+      - --max-model-len
+      - "32768"
+      - --context-length
+      - "4096"
+"""
+
+
+def test_a_compose_service_that_runs_vllm_is_gated(repo: Path) -> None:
+    (repo / "deploy/docker-compose.yml").write_text(COMPOSE)
+    code, report = gate(
+        repo, "deploy/docker-compose.yml", "--drafter", "deploy/drafter", "--target",
+        "deploy/target", "--vllm-version", "0.30.0",
+    )  # fmt: skip
+    (host,) = report["hosts"]
+    launch = host["facts"]["vllm_launch"]["value"]
+    assert launch["kind"] == "compose"
+    assert launch["environ"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}  # never HF_TOKEN
+    got = results(host)
+    assert "refuses" in got["DFD307"]["findings"][0]["message"]
+    (finding,) = got["DFD309"]["findings"]
+    assert "--context-length" in finding["message"]
+    assert finding["evidence"][0]["line"] == 16
+    assert code == 1
+    assert "hf_fixture_secret" not in json.dumps(report)
+    # The other service runs no vLLM: nothing of it is read as vLLM's.
+    _, web = gate(repo, "deploy/docker-compose.yml", "--compose-service", "web")
+    assert web["hosts"][0]["facts"]["vllm_launch"]["value"] is None

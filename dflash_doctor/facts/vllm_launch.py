@@ -27,6 +27,8 @@ from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import (
     MAX_LAUNCH_BYTES,
     check_argv_bounds,
+    compose_option_lines,
+    compose_services,
     runs_sglang,
     unit_command,
 )
@@ -272,7 +274,7 @@ def parse_vllm_argv(
     argv: list[str],
     *,
     source: str,
-    kind: Literal["process", "script", "systemd", "argv"],
+    kind: Literal["process", "script", "systemd", "argv", "compose"],
     environ: dict[str, str] | None = None,
     lines: list[int] | None = None,
 ) -> VllmLaunch:
@@ -447,3 +449,40 @@ def parse_vllm_systemd_unit(data: bytes, *, source: str, read: Reader | None = N
         environ=launch_environ([], env.scalars),
         lines=cmd.lines,
     )
+
+
+def _compose_environment(value: object) -> dict[str, str]:
+    """A compose service's `environment:` (a mapping, or a list of `NAME=value`)."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        pairs = [str(item).partition("=") for item in value]
+        return {name: v for name, eq, v in pairs if eq}
+    return {}
+
+
+def parse_vllm_compose(data: bytes, *, source: str, service: str | None = None) -> VllmLaunch:
+    """A docker compose file whose (named, else first such) service's `entrypoint` +
+    `command` run `vllm serve` or the API server module; its `environment:` gives the
+    VLLM_* variables. A service of the vLLM image that names only options (the image's
+    entrypoint runs the server) is not read: the wheels do not hold the image."""
+    text, services = compose_services(data, service)
+    for name, svc, argv in services:
+        if not runs_vllm(argv):
+            if service:
+                raise NotVllm(f"compose service {name!r} does not run `vllm serve`")
+            continue
+        launch = parse_vllm_argv(
+            argv,
+            source=source,
+            kind="compose",
+            environ=launch_environ([], _compose_environment(svc.get("environment"))),
+        )
+        lines = compose_option_lines(text)
+        return launch.model_copy(
+            update={
+                "flag_lines": {o: lines[o] for o in launch.options if o in lines and o in _FLAGS},
+                "option_lines": {o: lines[o] for o in launch.options if o in lines},
+            }
+        )
+    raise NotVllm("no compose service runs `vllm serve`")

@@ -42,7 +42,7 @@ class VllmLaunch(BaseModel):
 
     source: str
     # "argv": the command itself, given with `--launch` (the inventory's `launch:`).
-    kind: Literal["process", "script", "systemd", "argv"]
+    kind: Literal["process", "script", "systemd", "argv", "compose"]
     python: str | None = None
     # The `vllm` console script of `vllm serve` as written (a path or a bare name).
     launcher: str | None = None

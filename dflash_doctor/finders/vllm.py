@@ -18,6 +18,7 @@ from dflash_doctor.facts.vllm_launch import (
     command_words,
     parse_vllm_argv,
     parse_vllm_command,
+    parse_vllm_compose,
     parse_vllm_script,
     parse_vllm_systemd_unit,
     process_environ,
@@ -35,23 +36,27 @@ from dflash_doctor.transport.questions import proc_pids
 MAX_CMDLINE_BYTES = 1024 * 1024
 
 
-def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
-    """A shell launch script or systemd unit that runs vLLM; compose files are not read
-    for vLLM yet (one clear line says so)."""
+def vllm_launch_of_file(
+    t: Transport, host: str, path: str, service: str | None = None
+) -> Fact[VllmLaunch]:
+    """A shell launch script, systemd unit or compose file (its `service`, else the one
+    that runs vLLM) that runs vLLM."""
 
     try:
         data = t.read_file(path, max_bytes=MAX_HOST_FILE_BYTES)
     except DoctorError:
         return Fact[VllmLaunch]()  # the SGLang launch finder names the unreadable file
-    if not runs_vllm_text(data):
+    compose = launch_file_kind(path, data) == "compose"
+    # A compose file may split the command into YAML list items (`["vllm", "serve"]`).
+    if not runs_vllm_text(data) and not (compose and b"vllm" in data):
         return Fact[VllmLaunch]()
 
     def parse() -> VllmLaunch | None:
-        kind = launch_file_kind(path, data)
-        if kind == "compose":
-            raise FactError("vLLM launches in compose files are not read yet")
-        parse_file = parse_vllm_systemd_unit if kind == "systemd" else parse_vllm_script
         try:
+            if compose:
+                return parse_vllm_compose(data, source=path, service=service)
+            systemd = launch_file_kind(path, data) == "systemd"
+            parse_file = parse_vllm_systemd_unit if systemd else parse_vllm_script
             return parse_file(data, source=path, read=host_file_reader(t))
         except NotVllm:
             return None  # the words were in a comment or an echo: not a vLLM launch
@@ -115,7 +120,7 @@ def find_vllm(t: Transport, host: str, hints: GatherHints) -> Fact[VllmLaunch]:
     """The vLLM launch: the launch file given, else the one running vLLM server (one on
     `--port` when several run). Absent (no value, no error) when no vLLM runs here."""
     if hints.launch_file:
-        return vllm_launch_of_file(t, host, hints.launch_file)
+        return vllm_launch_of_file(t, host, hints.launch_file, hints.compose_service)
     servers = attempt(host, "/proc", lambda: vllm_servers(t))
     if servers.value is None:
         return Fact[VllmLaunch]()  # no process table here: the SGLang finder says so
