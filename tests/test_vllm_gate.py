@@ -130,3 +130,26 @@ def test_a_compose_service_that_runs_vllm_is_gated(repo: Path) -> None:
     # The other service runs no vLLM: nothing of it is read as vLLM's.
     _, web = gate(repo, "deploy/docker-compose.yml", "--compose-service", "web")
     assert web["hosts"][0]["facts"]["vllm_launch"]["value"] is None
+
+
+def test_the_vllm_release_a_repository_pins_is_the_one_gated(repo: Path) -> None:
+    (repo / "requirements.txt").write_text("sglang==0.5.23\nvllm==0.28.0\n")
+    code, report = gate(
+        repo, "deploy/launch.sh", "--drafter", "deploy/drafter", "--target", "deploy/target"
+    )
+    (host,) = report["hosts"]
+    assert host["facts"]["vllm_version"]["value"] == "0.28.0"
+    assert "vLLM 0.28.0 from requirements.txt:2 (--vllm-version overrides it)" in " ".join(
+        report["notes"]
+    )
+    assert "as DFlash 1" in results(host)["DFD307"]["findings"][0]["message"]
+    assert code == 0  # 0.28.0 serves it (as DFlash 1): a warning
+    # A compose file's own image tag wins over the repository's pin.
+    (repo / "deploy/docker-compose.yml").write_text(
+        COMPOSE.replace("vllm-openai:v0.30.0", "vllm-openai:v0.29.0")
+    )
+    _, report = gate(
+        repo, "deploy/docker-compose.yml", "--drafter", "deploy/drafter", "--target",
+        "deploy/target",
+    )  # fmt: skip
+    assert report["hosts"][0]["facts"]["vllm_version"]["value"] == "0.29.0"
