@@ -47,8 +47,8 @@ def vllm_dflash2_on_v1_runner(facts: HostFacts) -> list[Finding]:
     "silent degrade" of the issue, and only 0.28.0 does it); 0.29.0-0.30.0 refuse it at
     start-up (`Model Runner V1 does not support: dflash2 drafts`), 0.31.0-0.33.0 too
     (`Model Runner V1 does not support: DFlash candidate-head drafts`); 0.34.0 has no V1
-    runner and refuses the variable. Unset, vLLM 0.28.0+ moves DFlash 2 drafts to V2
-    itself.
+    runner and refuses the variable. Unset, vLLM serves DFlash 2 drafts on V2 (0.28.0
+    picks it for them; 0.29.0+ use it by default and refuse where it cannot run).
 
     **Example.** `export VLLM_USE_V2_MODEL_RUNNER=0` kept from an EAGLE deployment on
     vLLM 0.28.0, serving a DFlash 2 drafter: acceptance of DFlash 1, no error.
