@@ -10,6 +10,9 @@ given, the release is read from what the repository itself pins, and the output 
   `pyproject.toml`, `setup.cfg`, `constraints*.txt`, a `Dockerfile`'s `pip install`;
 - an image tag: `lmsysorg/sglang:v0.5.23-cu129` in a Dockerfile, compose or Kubernetes YAML.
 
+vLLM's release is read the same way (`vllm==0.30.0`, `vllm/vllm-openai:v0.30.0`) for vLLM
+launches; several vLLM pins are a note, not an input error.
+
 Only this machine's repository files are read (the gate's own input, as policy.py reads the
 waiver file): bounded in files, depth and bytes, never following links out of the root.
 """
@@ -29,6 +32,12 @@ from dflash_doctor.sglang_versions import parse_version
 REQUIREMENT = re.compile(r"(?<![\w.-])sglang(?:\[[\w,\s-]*\])?\s*===?\s*([0-9][\w.+-]*)", re.I)
 # `lmsysorg/sglang:v0.5.23`, `lmsysorg/sglang:v0.5.23.post1-cu129`, `...:0.5.23-cu126`.
 IMAGE = re.compile(r"lmsysorg/sglang:v?(\d+\.\d+(?:\.\d+)?(?:\.?post\d+|rc\d+)?)", re.I)
+# vLLM's (issue 29): `vllm==0.30.0`, `vllm[...]==...`, and the project's image
+# `vllm/vllm-openai:v0.30.0`.
+VLLM_REQUIREMENT = re.compile(r"(?<![\w.-])vllm(?:\[[\w,\s-]*\])?\s*===?\s*([0-9][\w.+-]*)", re.I)
+VLLM_IMAGE = re.compile(r"vllm/vllm-openai:v?(\d+\.\d+(?:\.\d+)?)", re.I)
+SGLANG_PINS = (REQUIREMENT, IMAGE)
+VLLM_PINS = (VLLM_REQUIREMENT, VLLM_IMAGE)
 PIN_FILES = re.compile(
     r"^(requirements.*\.(txt|in)|constraints.*\.txt|pyproject\.toml|setup\.cfg|"
     r"(.*\.)?dockerfile(\..*)?|containerfile|.*\.ya?ml|.*\.sh|.*\.service)$",
@@ -62,7 +71,9 @@ def _candidates(root: str) -> Iterator[str]:
                 yield os.path.join(top, name)
 
 
-def _pins_in(path: str, shown: str) -> Iterator[Pin]:
+def _pins_in(
+    path: str, shown: str, patterns: tuple[re.Pattern[str], ...] = SGLANG_PINS
+) -> Iterator[Pin]:
     """The pins one file holds, each with its line."""
     try:
         # A regular file only, opened without blocking or following a link (a FIFO named
@@ -73,15 +84,20 @@ def _pins_in(path: str, shown: str) -> Iterator[Pin]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("#"):
             continue  # a pin commented out pins nothing
-        for pattern in (REQUIREMENT, IMAGE):
+        for pattern in patterns:
             for m in pattern.finditer(line):
                 if parse_version(m.group(1)) is not None:
                     yield Pin(m.group(1), f"{shown}:{number}")
 
 
-def pinned_sglang(root: str, launch_files: Iterable[str] = ()) -> list[Pin]:
-    """Every SGLang pin found: the launch files' own first (a compose file's image), then the
-    repository's. Empty when none is found or `root` is not a directory."""
+def pinned_sglang(
+    root: str,
+    launch_files: Iterable[str] = (),
+    patterns: tuple[re.Pattern[str], ...] = SGLANG_PINS,
+) -> list[Pin]:
+    """Every SGLang pin found (vLLM's with `patterns=VLLM_PINS`): the launch files' own
+    first (a compose file's image), then the repository's. Empty when none is found or
+    `root` is not a directory."""
     pins: list[Pin] = []
     done: set[str] = set()
     for path in [*launch_files, *(_candidates(root) if os.path.isdir(root) else ())]:
@@ -89,11 +105,13 @@ def pinned_sglang(root: str, launch_files: Iterable[str] = ()) -> list[Pin]:
         if real in done:
             continue
         done.add(real)
-        pins.extend(_pins_in(path, _shown(path, root)))
+        pins.extend(_pins_in(path, _shown(path, root), patterns))
     return pins
 
 
-def chosen_pin(pins: list[Pin], launch_files: Iterable[str], root: str) -> Pin | str | None:
+def chosen_pin(
+    pins: list[Pin], launch_files: Iterable[str], root: str, engine: str = "SGLang"
+) -> Pin | str | None:
     """The version to gate with: the launch file's own pin, else the one version the
     repository pins; a line saying why not where it pins several; None where none."""
     # Post releases differ from their base (0.5.23.post1 is not 0.5.23): compare as written.
@@ -106,7 +124,7 @@ def chosen_pin(pins: list[Pin], launch_files: Iterable[str], root: str) -> Pin |
     if not pins:
         return None
     listed = ", ".join(f"{p.version} ({p.where})" for p in pins[:4])
-    return f"the repository pins several SGLang versions: {listed}"
+    return f"the repository pins several {engine} versions: {listed}"
 
 
 def _shown(path: str, root: str) -> str:

@@ -162,7 +162,9 @@ def gather(
     args = launch.value
     python = spec.hints.python or (args.python if args else None)
     pythons = filter_pythons(t, run_as, python, found.pid)
-    log = find_log(t, host, spec.hints.log_path, found.pid, pythons, spec.hints.log_since)
+    # A vLLM server's log is the file its own process writes, as for SGLang's.
+    server_pid = found.pid if vllm.value is None else vllm.value.pid
+    log = find_log(t, host, spec.hints.log_path, server_pid, pythons, spec.hints.log_since)
     logged = log.value.server_args_fields if log.value is not None else {}
     hubs = hub_dirs(found.env, spec.hints.hf_home)
     drafter_path = args.draft_model_path if args else logged.get("speculative_draft_model_path")
@@ -193,7 +195,7 @@ def gather(
         vllm_launch=vllm,
     )
     if engine.value == "vllm":
-        facts = _vllm_host(t, facts)
+        facts = _vllm_host(t, facts, spec.hints.vllm_version)
     return _live(t, spec, facts, found.pid)
 
 
@@ -208,9 +210,12 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
     return engine, vllm
 
 
-def _vllm_host(t: Transport, facts: HostFacts) -> HostFacts:
+def _vllm_host(t: Transport, facts: HostFacts, declared_version: str | None = None) -> HostFacts:
     """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
     found = find_vllm_version(t, facts.host, facts.vllm_launch.value)
+    if declared_version and found.value is None:
+        # The release the inventory or `gate --vllm-version` declares, where none is installed.
+        found = Fact[str].of(declared_version, source="declared")
     runtime = find_vllm_runtime(t, facts.host, facts.vllm_launch.value)
     # As for SGLang (_live): the running server's answer beats the installed dist-info.
     version, installed = _running_first(

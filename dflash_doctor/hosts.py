@@ -98,6 +98,7 @@ class GatherHints(BaseModel):
     drafter_path: str | None = Field(default=None, description="drafter dir or HF repo id")
     target_path: str | None = Field(default=None, description="target dir or HF repo id")
     sglang_version: str | None = Field(default=None, description="declared SGLang version")
+    vllm_version: str | None = Field(default=None, description="declared vLLM version")
     python: str | None = Field(default=None, description="the Python that runs SGLang")
     hf_home: str | None = None
 

@@ -448,19 +448,21 @@ def sites(root: Path, sources: dict[Path, bytes], spec: Spec) -> list[dict[str, 
     return out
 
 
-def generate(wheels: Path) -> dict[str, object]:
-    versions = sorted(
-        (d.name for d in wheels.iterdir() if (d / "sglang").is_dir()), key=version_key
-    )
-    found: dict[str, dict[str, list[dict[str, object]]]] = {s.id: {} for s in SPEC}
+def generate(
+    wheels: Path, package: str = "sglang", specs: tuple[Spec, ...] = SPEC
+) -> dict[str, object]:
+    """Every spec's formats per release of `package` unpacked under WHEELS/<version>/
+    (scripts/gen_vllm_rules.py reads vLLM's texts with it)."""
+    versions = sorted((d.name for d in wheels.iterdir() if (d / package).is_dir()), key=version_key)
+    found: dict[str, dict[str, list[dict[str, object]]]] = {s.id: {} for s in specs}
     for v in versions:
-        root = wheels / v / "sglang"
+        root = wheels / v / package
         sources = _sources(root)
-        for spec in SPEC:
+        for spec in specs:
             found[spec.id][v] = sites(root, sources, spec)
         strings_of.cache_clear()
     patterns = []
-    for spec in SPEC:
+    for spec in specs:
         per_version = found[spec.id]
         formats: dict[tuple[str, str], dict[str, object]] = {}
         for v in versions:

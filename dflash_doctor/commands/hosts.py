@@ -25,6 +25,7 @@ HINT_OPTIONS = {
     "drafter_path": "drafter",
     "target_path": "target",
     "sglang_version": "sglang_version",
+    "vllm_version": "vllm_version",
     "compose_service": "compose_service",
 }
 
@@ -205,17 +206,40 @@ def pinned_version(args: GateArgs, found: list[HostSpec]) -> tuple[list[HostSpec
     a repository pinning several versions is an input error."""
     from dflash_doctor.gate_inputs import Pin, chosen_pin, pinned_sglang
 
+    found, vllm_note = _vllm_pin(args, found)
     undeclared = [s.hints.sglang_version is None for s in found]
     if args.sglang_version is not None or not any(undeclared):
-        return found, None
+        return found, vllm_note
     files = args.launch or []
     pin = chosen_pin(pinned_sglang(str(args.root), files), files, str(args.root))
     if isinstance(pin, str):
         raise UsageError(f"{pin}: pass --sglang-version X.Y.Z")
     if not isinstance(pin, Pin):
-        return found, None
+        return found, vllm_note
     pinned = [
         override(s, {"sglang_version": pin.version}) if bare else s
         for s, bare in zip(found, undeclared, strict=True)
     ]
-    return pinned, f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
+    note = f"SGLang {pin.version} from {pin.where} (--sglang-version overrides it)"
+    return pinned, "; ".join(n for n in (note, vllm_note) if n)
+
+
+def _vllm_pin(args: GateArgs, found: list[HostSpec]) -> tuple[list[HostSpec], str | None]:
+    """`found` with the vLLM release the repository pins (`vllm==`, `vllm/vllm-openai:vX`)
+    where none was declared, and the note saying where; several pins are a note, not an
+    error (an SGLang-only repository needs none)."""
+    from dflash_doctor.gate_inputs import VLLM_PINS, Pin, chosen_pin, pinned_sglang
+
+    undeclared = [s.hints.vllm_version is None for s in found]
+    if args.vllm_version is not None or not any(undeclared):
+        return found, None
+    files = args.launch or []
+    pins = pinned_sglang(str(args.root), files, VLLM_PINS)
+    pin = chosen_pin(pins, files, str(args.root), "vLLM")
+    if not isinstance(pin, Pin):
+        return found, (f"{pin}: pass --vllm-version X.Y.Z" if pin else None)
+    pinned = [
+        override(s, {"vllm_version": pin.version}) if bare else s
+        for s, bare in zip(found, undeclared, strict=True)
+    ]
+    return pinned, f"vLLM {pin.version} from {pin.where} (--vllm-version overrides it)"

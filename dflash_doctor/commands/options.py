@@ -68,6 +68,15 @@ def _sglang_version_option(help: str) -> typing.Any:
     return typer.Option("--sglang-version", callback=_sglang_version, help=help)
 
 
+def _vllm_version(value: str | None) -> str | None:
+    """A declared vLLM version must read as one (X.Y or X.Y.Z)."""
+    from dflash_doctor.sglang_versions import parse_version
+
+    if value is not None and parse_version(value) is None:
+        raise UsageError(f"--vllm-version {value!r}: not a version (e.g. 0.30.0, 0.34.0)")
+    return value
+
+
 def command_signature(options: "type[DataclassInstance]") -> inspect.Signature:
     """The parameters typer reads for a command: the fields of its options class, in order."""
     hints = typing.get_type_hints(options, include_extras=True)
@@ -281,6 +290,14 @@ class GateArgs:
     ] = None
     sglang_version: Annotated[
         str | None, _sglang_version_option("the SGLang version to deploy")
+    ] = None
+    vllm_version: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-version",
+            callback=_vllm_version,
+            help="the vLLM version to deploy (its launch files)",
+        ),
     ] = None
     compose_service: Annotated[
         str | None, typer.Option("--compose-service", help="service of a compose file")

@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -449,8 +450,11 @@ def _as_argv(value: object, what: str) -> list[str]:
     raise FactError(f"{what} should be a string or a list of strings")
 
 
-def parse_compose(data: bytes, *, source: str, service: str | None = None) -> LaunchArgs:
-    """A docker compose file: `entrypoint` + `command` of the (named, or the SGLang) service."""
+def compose_services(
+    data: bytes, service: str | None
+) -> tuple[str, list[tuple[str, dict[str, Any], list[str]]]]:
+    """A docker compose file's text and its services to look at (the named one, else all),
+    each with its `entrypoint` + `command` words; FactError where the file is unusable."""
     import yaml
 
     text = decode(data, "compose file", MAX_LAUNCH_BYTES)
@@ -465,8 +469,8 @@ def parse_compose(data: bytes, *, source: str, service: str | None = None) -> La
     services = doc.get("services") if isinstance(doc, dict) else None
     if not isinstance(services, dict):
         raise FactError("compose file has no services")
-    names = [service] if service else list(services)
-    for name in names:
+    found = []
+    for name in [service] if service else list(services):
         svc = services.get(name)
         if not isinstance(svc, dict):
             if service:
@@ -475,11 +479,25 @@ def parse_compose(data: bytes, *, source: str, service: str | None = None) -> La
         argv = _as_argv(svc.get("entrypoint"), f"{name}.entrypoint") + _as_argv(
             svc.get("command"), f"{name}.command"
         )
+        found.append((str(name), svc, argv))
+    return text, found
+
+
+def compose_option_lines(text: str) -> dict[str, int]:
+    """Each `--option`'s first line in a compose file (comments left out)."""
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        for token in re.findall(r"--[A-Za-z0-9-]+", line.split("#", 1)[0]):
+            lines.setdefault(token, number)
+    return lines
+
+
+def parse_compose(data: bytes, *, source: str, service: str | None = None) -> LaunchArgs:
+    """A docker compose file: `entrypoint` + `command` of the (named, or the SGLang) service."""
+    text, services = compose_services(data, service)
+    for _name, _svc, argv in services:
         if service or any("launch_server" in a or a == "serve" for a in argv):
-            lines: dict[str, int] = {}
-            for number, line in enumerate(text.splitlines(), start=1):
-                for token in re.findall(r"--[A-Za-z0-9-]+", line.split("#", 1)[0]):
-                    lines.setdefault(token, number)
+            lines = compose_option_lines(text)
             return parse_argv(argv, source=source, kind="compose", flag_lines=lines)
     raise FactError("no compose service runs sglang.launch_server")
 

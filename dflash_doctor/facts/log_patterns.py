@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 PatternKind = Literal["fact", "reject", "slow", "crash", "decode"]
 
@@ -110,6 +110,12 @@ def releases() -> list[str]:
 def patterns() -> dict[str, LogPattern]:
     raw = _data()["patterns"]
     assert isinstance(raw, list)
+    return build_patterns(raw)
+
+
+def build_patterns(raw: list[Any]) -> dict[str, LogPattern]:
+    """The patterns of a generated data file's `patterns` list (SGLang's, or vLLM's in
+    data/vllm_rules.json), by id."""
     out: dict[str, LogPattern] = {}
     for p in raw:
         formats = tuple(

@@ -153,6 +153,25 @@ CONTEXT_LENGTH_KEYS = (
 )
 
 
+def rope_types_of(obj: dict[str, Any]) -> list[str]:
+    """The RoPE types of a config as vLLM reads them: each `rope_parameters` dict (one per
+    layer type where nested), else the legacy `rope_scaling` (transformers turns it into
+    rope_parameters; `type` is its older spelling); "default" where none is named
+    (vllm/transformers_utils/config.py 0.34.0:723-732, vllm/config/speculative.py
+    0.34.0:121-130)."""
+    params = obj.get("rope_parameters")
+    if not isinstance(params, dict) or not params:
+        params = obj.get("rope_scaling")
+    if not isinstance(params, dict) or not params:
+        return ["default"]
+    nested = [p for p in params.values() if isinstance(p, dict) and p]
+    found = []
+    for p in nested or [params]:
+        kind = p.get("rope_type", p.get("type", "default"))
+        found.append(kind if isinstance(kind, str) else "default")
+    return found[:16]
+
+
 def context_length_of(obj: dict[str, Any]) -> tuple[int, str] | None:
     """The context length SGLang derives from a (text) config, and the key it came from.
 
@@ -407,6 +426,7 @@ def parse_drafter_config(data: bytes, path: str) -> DrafterConfig:
         head_dim=head_dim,
         dtype=dtype if isinstance(dtype, str) else None,
         rope_theta=_rope_theta(obj),
+        rope_types=rope_types_of(obj),
         vocab_size=_int(obj, "vocab_size"),
         sliding_window=sliding_window,
         use_sliding_window=use_sw,

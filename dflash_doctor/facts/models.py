@@ -54,6 +54,9 @@ class DrafterConfig(BaseModel):
     head_dim: int
     dtype: str | None = None
     rope_theta: float | None = None
+    # The RoPE types as vLLM reads them (`rope_type`, "default" when unset, one per layer
+    # type where rope_parameters is nested: vllm/transformers_utils/config.py 0.34.0:723-732).
+    rope_types: list[str] = Field(default_factory=lambda: ["default"])
     vocab_size: int | None = None
     sliding_window: int | None = None
     use_sliding_window: bool = False

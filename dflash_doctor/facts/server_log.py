@@ -37,6 +37,7 @@ from dflash_doctor.facts.models import (
     LogFacts,
     LogLine,
 )
+from dflash_doctor.facts.vllm_rules import vllm_crash_texts
 from dflash_doctor.on_host.log_filter import (
     EXACT_BYTES,
     SAMPLE,
@@ -164,6 +165,8 @@ class LogFactsBuilder:
     def __init__(self, path: str) -> None:
         self.facts = LogFacts(path=path)
         self._patterns = [p for p in patterns().values() if p.kind != "decode"]
+        # vLLM's DFlash crash texts too (DFD308): a log is read before its engine is judged.
+        self._patterns += vllm_crash_texts()
         self._pending: list[tuple[LogPattern, int, str]] = []
         self._initialised = False
         self._events = _Events()

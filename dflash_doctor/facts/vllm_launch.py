@@ -20,12 +20,15 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import shlex
 from typing import Any, Literal
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import (
     MAX_LAUNCH_BYTES,
     check_argv_bounds,
+    compose_option_lines,
+    compose_services,
     runs_sglang,
     unit_command,
 )
@@ -262,7 +265,8 @@ def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> Vl
             config[key] = values[field]
     typed: dict[str, Any] = {k: _typed(config, k, str) for k in _SPEC_STR}
     typed |= {k: _typed(config, k, int) for k in _SPEC_INT}
-    typed["enable_adaptive_verification"] = _typed(config, "enable_adaptive_verification", bool)
+    for key in ("enable_adaptive_verification", "disable_eagle_block_drop"):
+        typed[key] = _typed(config, key, bool)
     return VllmSpeculative(**typed, keys=sorted(config)[:MAX_JSON_KEYS])
 
 
@@ -270,7 +274,7 @@ def parse_vllm_argv(
     argv: list[str],
     *,
     source: str,
-    kind: Literal["process", "script", "systemd"],
+    kind: Literal["process", "script", "systemd", "argv", "compose"],
     environ: dict[str, str] | None = None,
     lines: list[int] | None = None,
 ) -> VllmLaunch:
@@ -297,11 +301,45 @@ def parse_vllm_argv(
             values, "tensor_parallel_size", "--tensor-parallel-size"
         ),
         port=_optional_int(values, "port", "--port"),
+        enable_prefix_caching=prefix_caching(args),
+        **_options(args, lines[start:] if lines else None),
         environ=dict(environ or {}),
         flag_lines={
             f: lines[start + i] for f, i in where.items() if lines and start + i < len(lines)
         },
     )
+
+
+MAX_OPTIONS = 256
+
+
+def _options(args: list[str], lines: list[int] | None) -> dict[str, Any]:
+    """The long options given, as vLLM's parser names them (`_flag_name`), up to a bare
+    `--` (after which argparse reads positionals); bounded."""
+    options: dict[str, int | None] = {}
+    for i, word in enumerate(args):
+        if word == "--":
+            break
+        if not word.startswith("--") or len(options) >= MAX_OPTIONS:
+            continue
+        name = _printable(_flag_name(word).partition("=")[0].partition(".")[0])[:80]
+        options.setdefault(name, lines[i] if lines and i < len(lines) else None)
+    return {
+        "options": list(options),
+        "option_lines": {k: v for k, v in options.items() if v is not None},
+    }
+
+
+def prefix_caching(args: list[str]) -> bool | None:
+    """The last `--enable-prefix-caching` / `--no-enable-prefix-caching` (argparse's
+    BooleanOptionalAction pair, vllm/engine/arg_utils.py 0.34.0:385, 1420-1426); None:
+    neither is given."""
+    found = None
+    for word in args:
+        name = _flag_name(word)
+        if name in ("--enable-prefix-caching", "--no-enable-prefix-caching"):
+            found = name == "--enable-prefix-caching"
+    return found
 
 
 def _optional_int(values: dict[str, str], field: str, flag: str) -> int | None:
@@ -338,6 +376,24 @@ def launch_environ(words: list[str], exported: dict[str, str]) -> dict[str, str]
         if name in VLLM_ENV_NAMES:
             found[name] = _printable(value)
     return found
+
+
+def command_words(command: str | list[str]) -> list[str]:
+    """A launch command given as a string (split as a shell would, never run by one) or
+    as an argv list."""
+    if not isinstance(command, str):
+        return list(command)
+    try:
+        return shlex.split(command)
+    except ValueError as e:
+        raise FactError(f"the launch command cannot be split: {e}") from None
+
+
+def parse_vllm_command(command: str | list[str], *, source: str = "launch") -> VllmLaunch:
+    """The vLLM launch given as a command (`--launch "vllm serve ..."`), with the
+    VLLM_ENV_NAMES variables of its `NAME=value` prefix assignments."""
+    words = command_words(command)
+    return parse_vllm_argv(words, source=source, kind="argv", environ=launch_environ(words, {}))
 
 
 def parse_vllm_script(data: bytes, *, source: str, read: Reader | None = None) -> VllmLaunch:
@@ -393,3 +449,40 @@ def parse_vllm_systemd_unit(data: bytes, *, source: str, read: Reader | None = N
         environ=launch_environ([], env.scalars),
         lines=cmd.lines,
     )
+
+
+def _compose_environment(value: object) -> dict[str, str]:
+    """A compose service's `environment:` (a mapping, or a list of `NAME=value`)."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        pairs = [str(item).partition("=") for item in value]
+        return {name: v for name, eq, v in pairs if eq}
+    return {}
+
+
+def parse_vllm_compose(data: bytes, *, source: str, service: str | None = None) -> VllmLaunch:
+    """A docker compose file whose (named, else first such) service's `entrypoint` +
+    `command` run `vllm serve` or the API server module; its `environment:` gives the
+    VLLM_* variables. A service of the vLLM image that names only options (the image's
+    entrypoint runs the server) is not read: the wheels do not hold the image."""
+    text, services = compose_services(data, service)
+    for name, svc, argv in services:
+        if not runs_vllm(argv):
+            if service:
+                raise NotVllm(f"compose service {name!r} does not run `vllm serve`")
+            continue
+        launch = parse_vllm_argv(
+            argv,
+            source=source,
+            kind="compose",
+            environ=launch_environ([], _compose_environment(svc.get("environment"))),
+        )
+        lines = compose_option_lines(text)
+        return launch.model_copy(
+            update={
+                "flag_lines": {o: lines[o] for o in launch.options if o in lines and o in _FLAGS},
+                "option_lines": {o: lines[o] for o in launch.options if o in lines},
+            }
+        )
+    raise NotVllm("no compose service runs `vllm serve`")

@@ -28,6 +28,8 @@ class VllmSpeculative(BaseModel):
     attention_backend: str | None = None
     draft_sample_method: str | None = None
     enable_adaptive_verification: bool | None = None
+    # `disable_eagle_block_drop` (0.30.0+): keep the trailing prefix-cache block on a hit.
+    disable_eagle_block_drop: bool | None = None
     # Every key given, dashes as underscores, as vLLM passes them on.
     keys: list[str] = Field(default_factory=list)
 
@@ -39,7 +41,8 @@ class VllmLaunch(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     source: str
-    kind: Literal["process", "script", "systemd"]
+    # "argv": the command itself, given with `--launch` (the inventory's `launch:`).
+    kind: Literal["process", "script", "systemd", "argv", "compose"]
     python: str | None = None
     # The `vllm` console script of `vllm serve` as written (a path or a bare name).
     launcher: str | None = None
@@ -48,12 +51,19 @@ class VllmLaunch(BaseModel):
     max_model_len: int | None = None  # None: not given, or `auto` / -1
     tensor_parallel_size: int | None = None
     port: int | None = None
+    # The last of `--enable-prefix-caching` / `--no-enable-prefix-caching`; None: not given
+    # (vLLM's default, on for generative models: vllm/config/cache.py 0.34.0:267).
+    enable_prefix_caching: bool | None = None
     # The server process read (kind "process"): whose HTTP API a live check asks.
     pid: int | None = None
     # The VLLM_ENV_NAMES variables the launch sets (an exported or prefix assignment, the
     # process's environment), printable text only.
     environ: dict[str, str] = Field(default_factory=dict)
     flag_lines: dict[str, int] = Field(default_factory=dict)
+    # Every long option given (`--name`, underscores as dashes, before any `=` or `.`), in
+    # order, at most MAX_OPTIONS; with its launch-file line where known.
+    options: list[str] = Field(default_factory=list)
+    option_lines: dict[str, int] = Field(default_factory=dict)
 
     @property
     def draft_model(self) -> str | None:

@@ -10,6 +10,7 @@ from.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -49,3 +50,75 @@ def accepted_keys(version: str) -> tuple[frozenset[str], str] | None:
 def keys_of_any_release() -> frozenset[str]:
     """Every key some release read accepts: outside it, every release refuses the key."""
     return frozenset(k for entry in _releases().values() for k in entry["keys"])
+
+
+FLAGS_FILE = "vllm_cli_flags.json"
+
+
+@cache
+def _flag_releases() -> dict[str, Any]:
+    text = resources.files("dflash_doctor.data").joinpath(FLAGS_FILE).read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)["releases"]
+    return loaded
+
+
+@dataclass(frozen=True)
+class ReleaseFlags:
+    """The long options one vLLM release's `vllm serve` parser registers
+    (data/vllm_cli_flags.json, scripts/gen_vllm_options.py)."""
+
+    release: str
+    flags: frozenset[str]
+    enable_disable: bool  # `--disable-X` pairs `--enable-X` (EnableDisableAction)
+    read_from: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def release_flags(version: str) -> ReleaseFlags | None:
+    """The flags of the release read that `version` answers as (the older of two read);
+    None outside the releases read."""
+    data = _flag_releases()
+    read = sorted(data, key=lambda v: parse_version(v) or (0, 0, 0))
+    wanted, first, last = parse_version(version), parse_version(read[0]), parse_version(read[-1])
+    if wanted is None or first is None or last is None or not first <= wanted <= last:
+        return None
+    at = [v for v in read if (parse_version(v) or (0, 0, 0)) <= wanted][-1]
+    e = data[at]
+    return ReleaseFlags(
+        at,
+        frozenset(e["flags"]),
+        e["enable_disable"],
+        tuple(e["read_from"]),
+        tuple(e.get("removed", ())),
+    )
+
+
+def any_release_flags() -> ReleaseFlags:
+    """Every flag some release read registers: outside it, every release refuses it."""
+    data = _flag_releases()
+    flags = frozenset(f for e in data.values() for f in e["flags"])
+    return ReleaseFlags("any", flags, True, (), ())
+
+
+def removed_in(flag: str) -> str | None:
+    """The first release read that no longer registers `flag` (None: none removed it)."""
+    data = _flag_releases()
+    for version in sorted(data, key=lambda v: parse_version(v) or (0, 0, 0)):
+        if flag in data[version].get("removed", ()):
+            return str(version)
+    return None
+
+
+def accepts(known: ReleaseFlags, option: str) -> bool:
+    """Whether the parser takes `option`: a registered flag, its `--no-` negation (argparse's
+    BooleanOptionalAction; accepted here for any flag), its `--enable-`/`--disable-` inverse
+    where the release pairs them, or a unique prefix of one (argparse's allow_abbrev)."""
+    if option in known.flags:
+        return True
+    if option.startswith("--no-") and "--" + option[5:] in known.flags:
+        return True
+    if known.enable_disable:
+        for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+            if option.startswith(prefix) and inverse + option[len(prefix) :] in known.flags:
+                return True
+    return len([f for f in known.flags if f.startswith(option)]) == 1

@@ -15,7 +15,10 @@ from dflash_doctor.facts.launch import launch_file_kind
 from dflash_doctor.facts.models import Fact, LaunchArgs
 from dflash_doctor.facts.vllm_launch import (
     NotVllm,
+    command_words,
     parse_vllm_argv,
+    parse_vllm_command,
+    parse_vllm_compose,
     parse_vllm_script,
     parse_vllm_systemd_unit,
     process_environ,
@@ -33,23 +36,27 @@ from dflash_doctor.transport.questions import proc_pids
 MAX_CMDLINE_BYTES = 1024 * 1024
 
 
-def vllm_launch_of_file(t: Transport, host: str, path: str) -> Fact[VllmLaunch]:
-    """A shell launch script or systemd unit that runs vLLM; compose files are not read
-    for vLLM yet (one clear line says so)."""
+def vllm_launch_of_file(
+    t: Transport, host: str, path: str, service: str | None = None
+) -> Fact[VllmLaunch]:
+    """A shell launch script, systemd unit or compose file (its `service`, else the one
+    that runs vLLM) that runs vLLM."""
 
     try:
         data = t.read_file(path, max_bytes=MAX_HOST_FILE_BYTES)
     except DoctorError:
         return Fact[VllmLaunch]()  # the SGLang launch finder names the unreadable file
-    if not runs_vllm_text(data):
+    compose = launch_file_kind(path, data) == "compose"
+    # A compose file may split the command into YAML list items (`["vllm", "serve"]`).
+    if not runs_vllm_text(data) and not (compose and b"vllm" in data):
         return Fact[VllmLaunch]()
 
     def parse() -> VllmLaunch | None:
-        kind = launch_file_kind(path, data)
-        if kind == "compose":
-            raise FactError("vLLM launches in compose files are not read yet")
-        parse_file = parse_vllm_systemd_unit if kind == "systemd" else parse_vllm_script
         try:
+            if compose:
+                return parse_vllm_compose(data, source=path, service=service)
+            systemd = launch_file_kind(path, data) == "systemd"
+            parse_file = parse_vllm_systemd_unit if systemd else parse_vllm_script
             return parse_file(data, source=path, read=host_file_reader(t))
         except NotVllm:
             return None  # the words were in a comment or an echo: not a vLLM launch
@@ -113,7 +120,7 @@ def find_vllm(t: Transport, host: str, hints: GatherHints) -> Fact[VllmLaunch]:
     """The vLLM launch: the launch file given, else the one running vLLM server (one on
     `--port` when several run). Absent (no value, no error) when no vLLM runs here."""
     if hints.launch_file:
-        return vllm_launch_of_file(t, host, hints.launch_file)
+        return vllm_launch_of_file(t, host, hints.launch_file, hints.compose_service)
     servers = attempt(host, "/proc", lambda: vllm_servers(t))
     if servers.value is None:
         return Fact[VllmLaunch]()  # no process table here: the SGLang finder says so
@@ -153,11 +160,24 @@ def engine_facts(
     if launch.value is not None or pid is not None:
         return Fact[Engine].of("sglang", launch.source), Fact[VllmLaunch]()
     if spec.hints.launch is not None:
-        return Fact[Engine](), Fact[VllmLaunch]()
+        return _given(spec.name, spec.hints.launch)
     vllm = find_vllm(t, spec.name, spec.hints)
     if vllm.value is None and vllm.error is None:
         return Fact[Engine](), vllm
     return Fact[Engine].of("vllm", vllm.source), vllm
+
+
+def _given(host: str, command: str | list[str]) -> tuple[Fact[Engine], Fact[VllmLaunch]]:
+    """The engine and vLLM launch of the command given with `--launch`: vLLM's when its
+    words run vLLM's server, else nothing here (SGLang's finder reads it)."""
+    try:
+        words = command_words(command)
+    except FactError:
+        return Fact[Engine](), Fact[VllmLaunch]()  # SGLang's finder names the bad command
+    if not runs_vllm(words):
+        return Fact[Engine](), Fact[VllmLaunch]()
+    vllm = attempt(host, "launch", lambda: parse_vllm_command(words))
+    return Fact[Engine].of("vllm", "launch"), vllm
 
 
 def _bin_dirs(launch: VllmLaunch) -> list[str]:

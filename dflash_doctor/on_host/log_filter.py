@@ -77,6 +77,13 @@ STARTUP_MARKS = (
     # Start-up refusals that do not say DFLASH (crash signatures: window, sink, block size;
     # arg_groups/speculative_hook.py 0.5.23:206, 229, 431).
     b"--speculative-draft-",
+    # vLLM's DFlash crash texts (data/vllm_rules.json, DFD308): a vLLM log has no SGLang
+    # decode line, so these are looked for in the whole of it, and only while a start
+    # builds in SGLang's (vllm/model_executor/models/qwen3_dflash.py 0.34.0:182-185,
+    # vllm/config/vllm.py 0.33.0:3333-3337, vllm/platforms/interface.py 0.34.0:1481-1490).
+    b"DFlash",
+    b"Model Runner V1",
+    b"dflash_config.mask_token_id",
 )
 # The start-up dump: `server_args=ServerArgs(...)` (0.5.11-0.5.18) or a dict (0.5.19+),
 # srt/entrypoints/engine.py (0.5.11:188, 0.5.19:265, 0.5.23:311).
