@@ -87,7 +87,7 @@ def set_key(text: str, key: str, value: str) -> str:
     """`key` set to the JSON text `value`: its value replaced where it stands, else added
     after the last member."""
     json.loads(value)  # a value that is not JSON never reaches a file
-    found, opened, closing = members(text)
+    found, opened, _ = members(text)
     member = _only(found, key)
     if member is not None:
         s, e = member.value_span
@@ -102,7 +102,7 @@ def set_key(text: str, key: str, value: str) -> str:
 
 def remove_key(text: str, key: str) -> str:
     """`key` and its value gone, with the separator that joined it to its neighbour."""
-    found, _, closing = members(text)
+    found, _, _ = members(text)
     member = _only(found, key)
     if member is None:
         return text

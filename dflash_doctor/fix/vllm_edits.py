@@ -125,7 +125,10 @@ def key_ops(words: list[str], e: Edit) -> list[Op]:
     return [] if new == text else [_with_value(words, at, new)]
 
 
-def _dotted_ops(words: list[str], dotted: list[tuple[int, int, str]], key: str, e: Edit) -> list[Op]:
+Where = tuple[int, int, str]
+
+
+def _dotted_ops(words: list[str], dotted: list[Where], key: str, e: Edit) -> list[Op]:
     mine = [d for d in dotted if d[2] == key]
     if e.action == "set_key" and e.value is not None:
         if not mine:
