@@ -77,10 +77,10 @@ def _only(found: list[Member], key: str) -> Member | None:
 
 
 def _separators(text: str) -> tuple[str, str]:
-    """The item and key separators the text already uses (`", "`, `": "` by default)."""
-    item = ", " if ", " in text or "," not in text else ","
-    colon = ": " if ": " in text or ":" not in text else ":"
-    return item, colon
+    """The item and key separators the text already uses: compact JSON stays compact,
+    `", "` and `": "` otherwise."""
+    compact = ("," in text and ", " not in text) or (":" in text and ": " not in text)
+    return ("," if compact else ", "), (":" if compact else ": ")
 
 
 def set_key(text: str, key: str, value: str) -> str:

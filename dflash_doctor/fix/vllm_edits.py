@@ -344,6 +344,15 @@ def _prove(text: str, out: str, kind: str, edits: list[Edit], before: wd.Reading
         raise FactError(str(err) if "refused" in str(err) else f"refused: {err}") from None
 
 
+def _lax(config: dict[str, Any]) -> dict[str, Any]:
+    """Integers as their text: `--spec-tokens 15` gives "15", the JSON 15, and pydantic's lax
+    mode, as vLLM validates the object, takes both."""
+    return {
+        k: str(v) if isinstance(v, int | str) and not isinstance(v, bool) else v
+        for k, v in config.items()
+    }
+
+
 def _same_reading(text: str, out: str, systemd: bool, edits: list[Edit], words: list[str]) -> None:
     """vLLM's reading of the new file against the old one's: the object and the variables
     as planned, every other field the same."""
@@ -351,7 +360,7 @@ def _same_reading(text: str, out: str, systemd: bool, edits: list[Edit], words: 
     old = parse(text.encode(), source="launch")
     new = parse(out.encode(), source="launch")
     after = (wd.read_unit if systemd else wd.read_script)(out, runs=runs_vllm).words
-    if speculative_object(after) != planned_object(speculative_object(words), edits):
+    if _lax(speculative_object(after)) != _lax(planned_object(speculative_object(words), edits)):
         raise FactError("refused: vLLM would read another --speculative-config")
     env = dict(old.environ)
     env.update({e.flag: e.value for e in edits if e.action == "set_env" and e.value is not None})
