@@ -267,7 +267,8 @@ def _merged(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> dict[s
                     "(vLLM refuses this launch)"
                 )
             config[key] = values[field]
-    return config
+    out: dict[str, Any] = config
+    return out
 
 
 def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> VllmSpeculative:

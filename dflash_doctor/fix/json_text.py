@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from json.decoder import scanstring
 
 from dflash_doctor.errors import FactError
 
@@ -53,7 +52,7 @@ def members(text: str) -> tuple[list[Member], int, int]:
     try:
         while True:
             start = _expect(text, i, '"')
-            key, i = scanstring(text, start)
+            key, i = json.decoder.scanstring(text, start)  # type: ignore[attr-defined]
             key_span = (start - 1, i)
             i = _skip(text, _expect(text, _skip(text, i), ":"))
             _, end = decoder.raw_decode(text, i)

@@ -290,12 +290,14 @@ def _unit_env(text: str, name: str, value: str) -> str:
 
 
 def _planned_directive(item: object, edits: list[Edit]) -> object:
-    section, key, value = item  # type: ignore[misc]
-    if key == "Environment":
-        for e in edits:
-            if e.action == "set_env" and e.value is not None:
-                pattern = _ENV_VALUE.format(name=re.escape(e.flag))
-                value = re.sub(pattern, lambda m, e=e: f"{e.flag}={e.value}", value)
+    """A directive (section, key, value) of the unit as the plan promises it."""
+    if not (isinstance(item, tuple) and len(item) == 3 and item[1] == "Environment"):
+        return item
+    section, key, value = str(item[0]), str(item[1]), str(item[2])
+    for e in edits:
+        if e.action == "set_env" and e.value is not None:
+            pattern = _ENV_VALUE.format(name=re.escape(e.flag))
+            value = re.sub(pattern, f"{e.flag}={e.value}".replace("\\", "\\\\"), value)
     return (section, key, value)
 
 
