@@ -5,6 +5,8 @@ edit could not be proved. The live apply is tests/test_vllm_fix_live.py."""
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,8 @@ from dflash_doctor.fix.launch_sources import parse_file
 from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.fix.vllm_edits import edit_vllm_argv, edit_vllm_text
 from dflash_doctor.launch_edits import Edit
+from tests.cli_helper import doctor
+from tests.conftest import REPO
 
 TOKENS = "--speculative-config.num_speculative_tokens"
 RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
@@ -204,3 +208,32 @@ def test_without_a_launch_file_the_edits_are_manual_steps() -> None:
         "DFD300: set VLLM_USE_V2_MODEL_RUNNER=1 where the launch sets it",
     ]
     assert any("give --launch FILE" in n for n in plan.notes)
+
+
+def test_offline_fix_of_a_vllm_script_then_rollback(tmp_path: Path) -> None:
+    """`fix --offline --launch` writes the edit (backed up), the gate's DFD301 then passes,
+    `--rollback` restores the byte-identical file."""
+    case = REPO / "fixtures/checks/DFD301/fires"
+    shared = REPO / "fixtures/checks/_shared"
+    (tmp_path / "deploy").mkdir()
+    original = (case / "launch.sh").read_bytes()
+    (tmp_path / "deploy/launch.sh").write_bytes(original)
+    common = ["--drafter", str(shared / "kimi-k2.6-dflash"), "--target", str(shared / "kimi-k2.6")]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return doctor(*args, cwd=tmp_path, columns=None, timeout=60)
+
+    def dfd301() -> str:
+        p = run("gate", "deploy/launch.sh", *common, "--select", "DFD301", "--format", "json")
+        (host,) = json.loads(p.stdout)["hosts"]
+        return str(host["results"][0]["status"])
+
+    assert dfd301() == "failed"
+    p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--apply", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert dfd301() == "passed"
+    assert (tmp_path / "deploy/launch.sh").read_bytes() == original.replace(
+        b'"num_speculative_tokens": 16}', b'"num_speculative_tokens": 15}'
+    )
+    p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--rollback", "--yes")
+    assert p.returncode == 0 and (tmp_path / "deploy/launch.sh").read_bytes() == original
