@@ -6,6 +6,8 @@ environment, `/version`), and the rollback when the relaunched server does not c
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 import urllib.request
@@ -87,7 +89,7 @@ def test_apply_fixes_the_draft_tokens_and_the_runner_then_rolls_back(
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert '"num_speculative_tokens": 15}' in planned.stdout
     assert "+export VLLM_USE_V2_MODEL_RUNNER=1" in planned.stdout
-    assert f"stop: pid {old_pid}" in planned.stdout
+    assert f"stop: pid {old_pid} (owner {pwd.getpwuid(os.getuid()).pw_name})" in planned.stdout
     assert server.script.read_bytes() == original  # the plan changed nothing
     p = fix("--apply", "--yes")
     assert p.returncode == 0, p.stdout + p.stderr

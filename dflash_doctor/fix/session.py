@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from dflash_doctor.errors import DoctorError, HostUnreachable
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
-from dflash_doctor.finders.process import owner_name
+from dflash_doctor.finders.process import owner_name, server_process
 from dflash_doctor.finders.vllm import process_argv, vllm_server_on
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.containers import ContainerFix, container_fix
@@ -174,6 +174,8 @@ def _stop_line(
     if refused is not None or spec.fix.relaunch or source is None or pid is None:
         return None
     server, launch = facts.server.value, facts.launch.value
+    if server is None and launch is None:  # a vLLM server: its process, read here
+        server = server_process(transport, pid, None, None)
     owner = owner_name(transport, server.owner_uid if server is not None else None)
     argv = launch.argv if launch is not None else process_argv(transport, pid)
     command = shlex.join(redact_argv(argv)) if argv else "?"
