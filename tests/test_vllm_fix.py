@@ -13,11 +13,14 @@ import pytest
 from dflash_doctor.checks.base import CheckResult, Finding, Fix, Severity
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.vllm_launch import parse_vllm_script, parse_vllm_systemd_unit
+from dflash_doctor.fix.apply import Applier
 from dflash_doctor.fix.json_text import remove_key, rename_key, set_key
-from dflash_doctor.fix.launch_sources import parse_file
+from dflash_doctor.fix.launch_sources import VllmUnit, parse_file, source_of
 from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.fix.vllm_edits import edit_vllm_argv, edit_vllm_text
+from dflash_doctor.hosts import HostSpec
 from dflash_doctor.launch_edits import Edit
+from dflash_doctor.transport.local import LocalTransport
 from tests.cli_helper import doctor
 from tests.conftest import REPO
 
@@ -237,3 +240,28 @@ def test_offline_fix_of_a_vllm_script_then_rollback(tmp_path: Path) -> None:
     )
     p = run("fix", "--offline", "--launch", "deploy/launch.sh", *common, "--rollback", "--yes")
     assert p.returncode == 0 and (tmp_path / "deploy/launch.sh").read_bytes() == original
+
+
+def test_a_vllm_unit_is_edited_by_the_vllm_source_and_restarted_by_systemd() -> None:
+    """The fix loop carries a vLLM unit as its server command's words; the launch source
+    it is edited, relaunched and described by is the vLLM one; the health wait asks vLLM's
+    port (8000 unless `--port` says otherwise)."""
+    unit = "/etc/systemd/system/vllm.service.d/override.conf"
+    text = f"[Service]\nExecStart=\nExecStart=/v/bin/vllm serve /m --speculative-config '{SPEC}'\n"
+    launch = parse_file(text.encode(), source=unit, path=unit, engine="vllm")
+    assert launch.kind == "systemd" and launch.argv[:3] == ["/v/bin/vllm", "serve", "/m"]
+    src = source_of(launch)
+    assert isinstance(src, VllmUnit) and src.managed
+    assert src.relaunch(unit, None) == [
+        ["systemctl", "daemon-reload"],
+        ["systemctl", "restart", "--", "vllm.service"],
+    ]
+    out = src.edit(text, launch, [Edit("set_key", TOKENS, "15")])
+    assert out == text.replace(": 16}", ": 15}")
+    applier = Applier(HostSpec.of("h"), LocalTransport("h"), health_timeout=1)
+    assert applier.health_url(launch) == "http://127.0.0.1:8000/health"
+    on_port = launch.model_copy(update={"argv": [*launch.argv, "--port", "8011"]})
+    assert applier.health_url(on_port) == "http://127.0.0.1:8011/health"
+    # An SGLang launch keeps SGLang's default port.
+    sglang = launch.model_copy(update={"argv": ["python", "-m", "sglang.launch_server"]})
+    assert applier.health_url(sglang) == "http://127.0.0.1:30000/health"
