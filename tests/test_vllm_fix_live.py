@@ -21,6 +21,7 @@ import yaml
 from fixtures.stand_in import healthy
 from fixtures.vllm_stand_in import VllmStandIn, end_vllm_under, vllm_pids
 from tests.cli_helper import doctor
+from tests.test_server_choice import two_servers  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="stand-in servers need Linux")
 
@@ -124,3 +125,24 @@ def test_a_relaunch_that_fails_health_is_rolled_back(vllm_host: dict[str, Any]) 
     assert healthy(server.port)
     (pid,) = vllm_pids(server.dir)
     assert pid != old_pid and served_tokens(pid) == 16
+
+
+def test_a_vllm_launch_file_among_sglang_servers_names_its_own_server(
+    two_servers: list[Any],  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+) -> None:
+    """Two SGLang servers run beside the vLLM one: the vLLM launch file is no reason to ask
+    which SGLang server is meant (exit 2); the plan stops the vLLM server on the file's port
+    and nothing else."""
+    server = VllmStandIn(tmp_path / "vllm")
+    server.full_attention_drafter()
+    server.write(tokens=16)
+    vllm_pid = server.start()
+    try:
+        p = doctor("fix", "local", "--launch", str(server.script), columns=400, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert '"num_speculative_tokens": 15}' in p.stdout
+        assert f"stop: pid {vllm_pid} (owner" in p.stdout
+        assert all(f"pid {s.pid}" not in p.stdout for s in two_servers)
+    finally:
+        end_vllm_under(tmp_path / "vllm")
