@@ -46,7 +46,7 @@ UNIT_TEXT = ["dflash", "/models/z-lab/Kimi DFlash", "a,b:c", "{not: json}"]
 UNIT_ANY = [16, True, None, {"x": [1, "}"]}, ["a", 2]]
 SHELL_TEXT = ['say "hi"', "$HOME", "back\\slash", "`tick`", "it's", "100%"]
 SEPARATORS = [(", ", ": "), (",", ":"), (" , ", " : ")]
-FORMS = ["single", "double", "inline", "short", "dotted"]
+FORMS = ["single", "double", "inline", "short", "dotted", "dotted_eq"]
 
 
 @st.composite
@@ -68,11 +68,15 @@ def _json(obj: dict[str, Any], seps: tuple[str, str]) -> str:
 def spec_words(obj: dict[str, Any], form: str, seps: tuple[str, str], unit: bool) -> list[str]:
     """The object as source words, quoted for the file."""
     text = _json(obj, seps)
-    if form == "dotted":
+    if form.startswith("dotted"):
         out = []
-        for k, v in obj.items():
+        for n, (k, v) in enumerate(obj.items()):
+            # vLLM turns underscores into dashes up to the first dot (argparse_utils.py
+            # 0.34.0:378-393): every other option is spelt `--speculative_config.`.
+            option = "--speculative_config." if n % 2 else "--speculative-config."
             value = json.dumps(v)
-            out += [f"--speculative-config.{k}", f"'{value}'" if unit else shlex.quote(value)]
+            quoted = f"'{value}'" if unit else shlex.quote(value)
+            out += [f"{option}{k}={quoted}"] if form == "dotted_eq" else [option + k, quoted]
         return out
     if form == "double" or (form in ("single", "short") and "'" in text):
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')

@@ -205,10 +205,9 @@ def requote(raw: str, word: str, systemd: bool) -> str:
 
 def _ops_on_text(text: str, r: wd.Reading, ops: list[Op], systemd: bool) -> str:
     """The ops of one edit made on the file's bytes, the last word first."""
-    quote = wd.quote_systemd if systemd else wd.quote_shell
     for what, i, j, new in sorted(ops, key=lambda op: -op[1]):
         if what == "append":
-            text = wd.append_words(text, r, " ".join(quote(w) for w in new))
+            text = wd.append_words(text, r, " ".join(requote("", w, systemd) for w in new))
         elif what == "remove":
             text = wd.remove_words(text, r, i, j)
         else:
