@@ -146,3 +146,21 @@ def test_a_vllm_launch_file_among_sglang_servers_names_its_own_server(
         assert all(f"pid {s.pid}" not in p.stdout for s in two_servers)
     finally:
         end_vllm_under(tmp_path / "vllm")
+
+
+def test_a_server_down_for_a_misspelt_key_is_fixed_and_started(
+    vllm_host: dict[str, Any],
+) -> None:
+    """DFD303: vLLM refuses `num_speculative_token` (pydantic's ValidationError, the stand-in
+    as vLLM); no server runs. `fix --apply` renames the key inside the JSON, starts the
+    server from the script and verifies it."""
+    server: VllmStandIn = vllm_host["server"]
+    server.write(tokens=15, key="num_speculative_token")
+    with pytest.raises(RuntimeError, match="Unexpected keyword argument"):
+        server.start(timeout=10)
+    p = vllm_host["fix"]("--apply", "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert '-  --speculative-config \'{"method": "dflash"' in p.stdout
+    assert '"num_speculative_tokens": 15}' in p.stdout and "verified" in p.stdout
+    (pid,) = vllm_pids(server.dir)
+    assert served_tokens(pid) == 15
