@@ -265,3 +265,25 @@ def test_a_vllm_unit_is_edited_by_the_vllm_source_and_restarted_by_systemd() -> 
     # An SGLang launch keeps SGLang's default port.
     sglang = launch.model_copy(update={"argv": ["python", "-m", "sglang.launch_server"]})
     assert applier.health_url(sglang) == "http://127.0.0.1:30000/health"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",  # nested past any parser's stack
+        '{"num_speculative_tokens": 16, "x": "' + "y" * 200_000 + '"}',  # a huge word
+        '{"num_speculative_tokens": 16',  # truncated
+        '{"num_speculative_tokens": 16}\udcff',  # not UTF-8 on the host
+    ],
+)
+def test_hostile_json_words_are_one_line_refusals(spec: str) -> None:
+    """What the fix loop reads first (the file's launch) and the edit itself each refuse
+    with one line: no traceback, no recursion past the stack."""
+    text = f"vllm serve /m --speculative-config '{spec}'\n"
+    with pytest.raises(FactError) as err:
+        parse_file(text.encode("utf-8", "surrogateescape"), source="s", path="s", engine="vllm")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+    if "\udcff" not in spec:
+        with pytest.raises(FactError) as err:
+            edit_vllm_text(text, "script", [Edit("set_key", TOKENS, "15")])
+        assert "\n" not in str(err.value) and len(str(err.value)) < 300
