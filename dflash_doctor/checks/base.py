@@ -69,8 +69,10 @@ class Fix(BaseModel):
             return f"replace {self.replaces} with {self.flag}{value}"
         if self.action in ("set_key", "remove_key", "rename_key") and self.flag:
             option, _, key = self.flag.partition(".")
-            verb = {"set_key": f"set {key} to {self.value}", "remove_key": f"remove {key}"}
-            return verb.get(self.action, f"rename {key} to {self.value}") + f" in {option}"
+            if self.action == "remove_key":
+                return f"remove {key} from {option}"
+            verb = f"set {key} to" if self.action == "set_key" else f"rename {key} to"
+            return f"{verb} {self.value} in {option}"
         if self.action == "set_env":
             return f"set {self.flag}={self.value} where the launch sets it"
         if self.action == "upgrade_sglang":

@@ -101,7 +101,7 @@ def _fix(want: int, severity: Severity) -> Fix:
     if severity is Severity.INFO:
         return Fix(action="manual", note=note)
     key = "--speculative-config.num_speculative_tokens"
-    return Fix(action="set_key", flag=key, value=str(want), note=note)
+    return Fix(action="set_key", flag=key, value=str(want))
 
 
 def _positions(n: int) -> str:

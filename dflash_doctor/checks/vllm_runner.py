@@ -135,12 +135,5 @@ def _refused(launch: VllmLaunch, value: str, why: str, more: list[Evidence]) -> 
         title="vLLM will not start this DFlash server",
         message=why,
         evidence=[vllm_flag_evidence(launch, RUNNER_ENV, f"{RUNNER_ENV}={value}"), *more],
-        fixes=[
-            Fix(
-                action="set_env",
-                flag=RUNNER_ENV,
-                value="1",
-                note=f"set {RUNNER_ENV}=1 (or unset it) and relaunch",
-            )
-        ],
+        fixes=[Fix(action="set_env", flag=RUNNER_ENV, value="1")],
     )

@@ -81,10 +81,9 @@ def _fix(key: str, accepted: frozenset[str], given: list[str]) -> Fix:
     option = f"--speculative-config.{key}"
     close = difflib.get_close_matches(key, sorted(accepted), n=2, cutoff=CLOSE)
     if len(close) == 1 and close[0] not in given:
-        note = f"rename {key!r} to {close[0]!r} in --speculative-config"
-        return Fix(action="rename_key", flag=option, value=close[0], note=note)
-    return Fix(action="remove_key", flag=option, note=f"remove {key!r} from --speculative-config")
+        return Fix(action="rename_key", flag=option, value=close[0])
+    return Fix(action="remove_key", flag=option)
 
 
 # How alike a key must be to one vLLM accepts to be read as its misspelling (difflib ratio).
-CLOSE = 0.85
+CLOSE = 0.8
