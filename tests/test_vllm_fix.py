@@ -12,7 +12,9 @@ import pytest
 
 from dflash_doctor.checks.base import CheckResult, Finding, Fix, Severity
 from dflash_doctor.errors import FactError
+from dflash_doctor.facts.models import Fact, HostFacts
 from dflash_doctor.facts.vllm_launch import parse_vllm_script, parse_vllm_systemd_unit
+from dflash_doctor.facts.vllm_models import VllmLaunch, VllmSpeculative
 from dflash_doctor.fix.apply import Applier
 from dflash_doctor.fix.json_text import remove_key, rename_key, set_key
 from dflash_doctor.fix.launch_sources import VllmUnit, parse_file, source_of
@@ -20,6 +22,7 @@ from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.fix.vllm_edits import edit_vllm_argv, edit_vllm_text
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.launch_edits import Edit
+from dflash_doctor.runner import run_checks
 from dflash_doctor.transport.local import LocalTransport
 from tests.cli_helper import doctor
 from tests.conftest import REPO
@@ -287,3 +290,27 @@ def test_hostile_json_words_are_one_line_refusals(spec: str) -> None:
         with pytest.raises(FactError) as err:
             edit_vllm_text(text, "script", [Edit("set_key", TOKENS, "15")])
         assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("keys", "want"),
+    [
+        (["method", "num_spec_tokens", "draft_tp"],
+         [("rename_key", "num_spec_tokens", "num_speculative_tokens"),
+          ("remove_key", "draft_tp", None)]),
+        # The key it resembles is given already: renaming would make a duplicate.
+        (["num_spec_tokens", "num_speculative_tokens"], [("remove_key", "num_spec_tokens", None)]),
+    ],
+)  # fmt: skip
+def test_dfd303_renames_one_slip_and_removes_the_rest(
+    keys: list[str], want: list[tuple[str, str, str | None]]
+) -> None:
+    spec = VllmSpeculative(method="dflash", model="/d", keys=keys)
+    launch = VllmLaunch(source="launch.sh", kind="script", speculative=spec)
+    facts = HostFacts(
+        host="h", engine=Fact.of("vllm"), vllm_launch=Fact.of(launch),
+        vllm_version=Fact.of("0.34.0"),
+    )  # fmt: skip
+    (result,) = run_checks(facts, select=["DFD303"])
+    fixes = [(f.action, (f.flag or "").split(".", 1)[1], f.value) for f in result.findings[0].fixes]
+    assert fixes == want
