@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from bench.gen_log import PROFILES, write_log
-from dflash_doctor.facts import log_filter
+from dflash_doctor.on_host import log_filter
 
 DEMO_TREE = "dflash_doctor/demo_hosts/seed"
 

@@ -73,7 +73,7 @@ def main() -> None:
     )
     print(f"load at start: {load()}")
     _, peer_cpu, peer_rss, _ = child([sys.executable, "-c", "import torch"])
-    argv = [sys.executable, "-c", script_source("probes/attention_probe.py"), json.dumps(spec)]
+    argv = [sys.executable, "-c", script_source("on_host/attention_probe.py"), json.dumps(spec)]
     wall, cpu, rss, out = child(argv)
     result = json.loads(out.decode().strip().splitlines()[-1])
     if result.get("error") or result.get("refused"):

@@ -6,9 +6,9 @@ from enum import StrEnum
 
 DEFAULT_HOST_TIMEOUT = 120.0
 DEFAULT_JOBS = 16
-# The probe's own default too (probes/attention_probe.DEFAULT_BUDGET_MIB; a test pins it).
+# The probe's own default too (on_host/attention_probe.DEFAULT_BUDGET_MIB; a test pins it).
 DEFAULT_BUDGET_MIB = 4096
-# The probe's agreement run length (probes/attention_probe.DEFAULT_AGREEMENT_TOKENS says why).
+# The probe's agreement run length (on_host/attention_probe.DEFAULT_AGREEMENT_TOKENS says why).
 DEFAULT_AGREEMENT_TOKENS = 256
 # `dflash-doctor bench` (dflash_doctor/bench/matrix.py says why each is what it is).
 DEFAULT_MAX_NEW_TOKENS = 128

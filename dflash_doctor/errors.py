@@ -39,7 +39,7 @@ class FileExists(TransportError):
 
 class UnsafeFile(TransportError):
     """A write was refused: a link or another file stood where the doctor's own was
-    expected, or the file changed since it was read (transport/safe_files.py)."""
+    expected, or the file changed since it was read (on_host/safe_files.py)."""
 
 
 class TimedOut(TransportError):

@@ -193,9 +193,8 @@ def gather(
         vllm_launch=vllm,
     )
     if engine.value == "vllm":
-        _vllm_host(t, facts)
-    _live(t, spec, facts, found.pid)
-    return facts
+        facts = _vllm_host(t, facts)
+    return _live(t, spec, facts, found.pid)
 
 
 def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], Fact[VllmLaunch]]:
@@ -209,22 +208,42 @@ def _engine(t: Transport, spec: HostSpec, found: Found) -> tuple[Fact[Engine], F
     return engine, vllm
 
 
-def _vllm_host(t: Transport, facts: HostFacts) -> None:
+def _vllm_host(t: Transport, facts: HostFacts) -> HostFacts:
     """A vLLM host's version; the SGLang-only facts do not apply: not "could not read"."""
-    facts.vllm_version = find_vllm_version(t, facts.host, facts.vllm_launch.value)
-    facts.vllm_runtime = find_vllm_runtime(t, facts.host, facts.vllm_launch.value)
-    running = facts.vllm_runtime.value.version if facts.vllm_runtime.value else None
-    if running and parse_version(running) is not None:
-        # As for SGLang (_live): the running server's answer beats the installed dist-info.
-        installed = facts.vllm_version
-        if installed.value is not None and parse_version(installed.value) != parse_version(running):
-            facts.vllm_installed = installed
-        facts.vllm_version = Fact[str].of(running, source="/version")
-    why = f"{facts.host}: a vLLM server"
-    facts.sglang_version = Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True)
-    facts.environ = Fact[dict[str, str]].missing(
-        f"{why}: its VLLM_* variables are in the vLLM launch", out_of_reach=True
+    found = find_vllm_version(t, facts.host, facts.vllm_launch.value)
+    runtime = find_vllm_runtime(t, facts.host, facts.vllm_launch.value)
+    # As for SGLang (_live): the running server's answer beats the installed dist-info.
+    version, installed = _running_first(
+        found,
+        runtime.value.version if runtime.value else None,
+        "/version",
     )
+    why = f"{facts.host}: a vLLM server"
+    update: dict[str, object] = {
+        "vllm_runtime": runtime,
+        "vllm_version": version,
+        "sglang_version": Fact[str].missing(f"{why}: no SGLang version applies", out_of_reach=True),
+        "environ": Fact[dict[str, str]].missing(
+            f"{why}: its VLLM_* variables are in the vLLM launch", out_of_reach=True
+        ),
+    }
+    if installed is not None:
+        update["vllm_installed"] = installed
+    return facts.model_copy(update=update)
+
+
+def _running_first(
+    installed: Fact[str], running: str | None, source: str
+) -> tuple[Fact[str], Fact[str] | None]:
+    """The version fact to judge by, and the installed one where it differs: the running
+    server's own answer beats a declaration or an installed package; an installed release
+    that differs (upgraded, not restarted) is kept apart (DFD112)."""
+    if not running or parse_version(running) is None:
+        return installed, None
+    differs = installed.value is not None and parse_version(installed.value) != parse_version(
+        running
+    )
+    return Fact[str].of(running, source=source), installed if differs else None
 
 
 def _no_environ(host: str, out_of_reach: bool = False) -> Fact[dict[str, str]]:
@@ -237,21 +256,23 @@ def _no_environ(host: str, out_of_reach: bool = False) -> Fact[dict[str, str]]:
     )
 
 
-def _live(t: Transport, spec: HostSpec, facts: HostFacts, pid: int | None) -> None:
+def _live(t: Transport, spec: HostSpec, facts: HostFacts, pid: int | None) -> HostFacts:
     """The launch file beside a running server, and what the server itself answers."""
     launch = facts.launch.value
+    update: dict[str, object] = {}
     if spec.hints.launch_file and launch is not None and launch.kind == "process":
         # Recorded hosts too: after `fix --apply` wrote the file but nothing relaunched,
         # `check` names the pending relaunch (next_step.pending_relaunch).
-        facts.launch_file = launch_of_file(
+        update["launch_file"] = launch_of_file(
             t, spec.name, spec.hints.launch_file, spec.hints.compose_service
         )
-    facts.runtime = find_runtime(t, spec.name, launch, pid, spec.fix.health_url)
-    running = facts.runtime.value.version if facts.runtime.value is not None else None
-    if running and parse_version(running) is not None:
-        # The running server's own answer beats a declaration or an installed package; an
-        # installed release that differs (upgraded, not restarted) is kept apart: DFD112.
-        installed = facts.sglang_version
-        if installed.value is not None and parse_version(installed.value) != parse_version(running):
-            facts.installed_version = installed
-        facts.sglang_version = Fact[str].of(running, source="/server_info version")
+    runtime = find_runtime(t, spec.name, launch, pid, spec.fix.health_url)
+    version, installed = _running_first(
+        facts.sglang_version,
+        runtime.value.version if runtime.value is not None else None,
+        "/server_info version",
+    )
+    update.update(runtime=runtime, sglang_version=version)
+    if installed is not None:
+        update["installed_version"] = installed
+    return facts.model_copy(update=update)

@@ -20,9 +20,9 @@ words and the interpreter is an absolute path (it cannot start with `-`). It sta
 with stdin from /dev/null (a fixed `sh -c` script, the command its positional words), with
 PYTHONSAFEPATH=1 (-P on 3.11+): a module in the directory the doctor runs from never imports.
 
-The rules themselves live in `host_exec_rules.py` (stdlib, shipped): the bundle that gathers a
-remote host in one execution applies them there, asking the same questions, so its recorded
-answers are what this module's questions get.
+The rules themselves live in `on_host/host_exec_rules.py` (stdlib, shipped): the bundle that
+gathers a remote host in one execution applies them there, asking the same questions, so its
+recorded answers are what this module's questions get.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dflash_doctor import host_exec_rules as rules
 from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.transport.base import Transport
 
 SYSTEM_PYTHONS = rules.SYSTEM_PYTHONS

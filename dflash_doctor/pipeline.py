@@ -149,13 +149,14 @@ def _check_host(
             from dflash_doctor.probes.host import probe_with
 
             try:
-                facts.probe = Fact.of(probe_with(transport, spec, facts, probe), "probe")
+                probed = Fact.of(probe_with(transport, spec, facts, probe), "probe")
             except DoctorError as e:
-                facts.probe = Fact.missing(str(e), "probe")
+                probed = Fact.missing(str(e), "probe")
+            facts = facts.model_copy(update={"probe": probed})
         if bench is not None and not expired.is_set():
             from dflash_doctor.bench.evidence import bench_fact
 
-            facts.bench = bench_fact(transport, facts, bench)
+            facts = facts.model_copy(update={"bench": bench_fact(transport, facts, bench)})
     except HostUnreachable as e:
         return HostReport(host=spec.name, reachable=False, error=str(e))
     except ServerChoice as e:  # several servers, or the pid named is gone: exit 2, listed

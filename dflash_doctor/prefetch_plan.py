@@ -1,7 +1,7 @@
 """What a gathering will ask a remote host, told to the bundle that answers it in one go.
 
 `prefetching(spec, transport)` wraps a remote transport in `PrefetchTransport` with the
-config that `transport/bundle_script.py` follows: the same paths, limits, commands and
+config that `on_host/bundle_script.py` follows: the same paths, limits, commands and
 environment names that the finders (`finders/`) use, taken from where they are defined. A local
 transport is returned as it is: there a read costs no round trip.
 """
@@ -12,34 +12,42 @@ import re
 from functools import cache
 from typing import Any, cast
 
+from dflash_doctor.facts.launch import FLAG_SPECS
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.transport.base import Transport
+from dflash_doctor.transport.questions import PGREP_ARGV
 
-# The model flags whose values name the target and the drafter (facts/launch.py FLAG_SPECS):
+# The model flags whose values name the target and the drafter, as facts/launch.py FLAG_SPECS:
 # 0.5.11 srt/server_args.py:4191-4192 (`--model-path`, alias `--model`) and :5371
 # (`--speculative-draft-model-path`); 0.5.23 derives flags from field names
 # (srt/arg_groups/arg_utils.py:289; model_path with alias `--model` at :29;
 # speculative_draft_model_path in srt/arg_groups/field_order.py:266). The bundle also takes
 # their argparse abbreviations.
-MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+MODEL_FLAGS = tuple(
+    flag
+    for spec in FLAG_SPECS
+    if spec.dest in ("model_path", "draft_model_path")
+    for flag in spec.flags
+)
 # Values of these environment names leave the host besides finders/process.ENV_KEYS and the
 # catalog's (facts/environment.py): SGLang's own settings, unless the name looks secret
 # (redact.py), so that a check reading one more of them still sees it.
 ENV_VALUE_PREFIXES = ("SGLANG_",)
 # Files of the installed sglang package that gathering reads beside its dist-info.
 SITE_FILES = ("sglang/srt/models/dflash.py",)
-LOG_FILTER_SCRIPT = "facts/log_filter.py"
+LOG_FILTER_SCRIPT = "on_host/log_filter.py"
 # Shipped beside the bundle: host_exec's rules (which interpreter may run, as whom) and the
 # server address and request of the HTTP client, so the bundle asks what gathering asks.
 BUNDLE_MODULES = {
-    "host_exec_rules": "host_exec_rules.py",
-    "server_address": "facts/server_address.py",
+    "host_exec_rules": "on_host/host_exec_rules.py",
+    "server_address": "on_host/server_address.py",
     # The HTTP client, run in the bundle's own process (live hosts only).
-    "server_http": "facts/server_http.py",
+    "server_http": "on_host/server_http.py",
 }
 # Commands a live host is asked during gathering whatever it runs: answered from the bundle
 # (exact argv). `id -u`: whose privilege the tool has there (host interpreters' safety).
-LIVE_COMMANDS = (("id", "-u"),)
+LIVE_COMMANDS = (tuple(rules.ID_ARGV),)
 
 
 @cache
@@ -105,6 +113,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.launch import _LAUNCHERS
+    from dflash_doctor.finders.plan import reads
     from dflash_doctor.finders.process import ENV_KEYS
     from dflash_doctor.redact import SECRET_WORDS
     from dflash_doctor.transport.base import BOUNDED_SCRIPT, HOST_GRACE_S
@@ -113,7 +122,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "root": "/",
         "recorded": False,
         "pid": spec.hints.pid,
-        "pgrep": ["pgrep", "-f", "sglang"] if spec.hints.pid is None else None,
+        "pgrep": list(PGREP_ARGV) if spec.hints.pid is None else None,
         "launchers": list(_LAUNCHERS),
         "model_flags": list(MODEL_FLAGS),
         "models": [m for m in (spec.hints.drafter_path, spec.hints.target_path) if m],
@@ -130,17 +139,19 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "model_side_files": model_side_files(),
         "models_package": MODELS_PACKAGE,
         "arch_modules": arch_modules(),
+        # The hub caches, site directories and process files the finders read (data).
+        "reads": reads(),
     }
 
 
 def _helper_settings(spec: HostSpec) -> dict[str, Any]:
     """The commands and helper scripts the bundle runs there, with their limits."""
     from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
-    from dflash_doctor.facts.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.finders.log import REMOTE_FILTER_MIN_BYTES
     from dflash_doctor.finders.process import ENV_KEYS
     from dflash_doctor.finders.server_api import HTTP_CLIENT_HEAD
     from dflash_doctor.finders.version import VERSION_QUERY
+    from dflash_doctor.on_host.server_address import RUNTIME_OPS, RUNTIME_TIMEOUT_S
     from dflash_doctor.shipped import script_source
     from dflash_doctor.transport.prefetch import LIMITS
 
@@ -160,7 +171,7 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
         "log_filter_python": True,
         # finders/launch.ask_sglang: SGLang's own parse of the launch, with the server's Python.
         "native": {
-            "source": script_source("facts/sglang_args.py"),
+            "source": script_source("on_host/sglang_args.py"),
             "env_keys": list(ENV_KEYS),
             "redact": argv_redaction(),
         },
@@ -168,7 +179,7 @@ def _helper_settings(spec: HostSpec) -> dict[str, Any]:
         "version_query": VERSION_QUERY if not spec.hints.sglang_version else None,
         # facts/runtime.read_runtime: what the live server answers over HTTP.
         "server_http": {
-            "head": [*HTTP_CLIENT_HEAD, script_source("facts/server_http.py")],
+            "head": [*HTTP_CLIENT_HEAD, script_source("on_host/server_http.py")],
             "ops": RUNTIME_OPS,
             "timeout": RUNTIME_TIMEOUT_S,
             "health_url": spec.fix.health_url,

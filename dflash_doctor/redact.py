@@ -53,7 +53,7 @@ _SECRET_WORDS = (
 )
 _SECRET_NAME = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # The same rule for the shipped gather bundle, which decides on the host which environment
-# values may leave it (transport/bundle_script.py).
+# values may leave it (on_host/bundle_script.py).
 SECRET_WORDS = _SECRET_WORDS
 # Names that look secret by the rule above but hold public values.
 _NOT_SECRET = {"mask_token"}

@@ -6,7 +6,7 @@ srt/speculative/dflash_*.py); 0.5.23's real `ServerArgs.add_cli_args` was run to
 `drafter_honours_layer_types` agrees with every wheel's srt/models/dflash.py read as text
 (tests/facts/test_sglang_code.py); the host's own file beats this table where readable.
 Where the host's SGLang can be imported, its own parser is asked instead
-(`facts/sglang_args.py`), and that answer wins over this table.
+(`on_host/sglang_args.py`), and that answer wins over this table.
 """
 
 from __future__ import annotations

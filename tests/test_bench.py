@@ -49,7 +49,7 @@ from dflash_doctor.facts.models import (
     ServerRuntime,
 )
 from dflash_doctor.facts.runtime import parse_runtime, server_address
-from dflash_doctor.facts.server_http import parse_prometheus, prompt, scrub
+from dflash_doctor.on_host.server_http import parse_prometheus, prompt, scrub
 from fixtures.sshd import free_port
 from fixtures.stand_in import copy_models, install_stand_in
 from tests.cli_helper import doctor as run_doctor
@@ -69,8 +69,12 @@ def runtime(**args: object) -> ServerRuntime:
 
 def test_default_matrix_straddles_the_window_and_is_capped() -> None:
     facts = host_facts(drafter=drafter_cfg(), target=target_cfg(), launch_args=launch())
-    facts.runtime = Fact.of(
-        runtime(context_length=8192, max_req_input_len=8191, max_running_requests=8)
+    facts = facts.model_copy(
+        update={
+            "runtime": Fact.of(
+                runtime(context_length=8192, max_req_input_len=8191, max_running_requests=8)
+            ),
+        }
     )
     m = plan_matrix(facts, BenchOptions(max_new_tokens=64))
     # 0.25x..8x of the 2048 window, capped at 8192 - 64 - 1
@@ -221,7 +225,7 @@ def test_server_address_from_the_launch() -> None:
 
 
 def test_api_key_is_read_from_the_process_not_the_command_line(tmp_path: Path) -> None:
-    from dflash_doctor.facts.server_http import api_keys
+    from dflash_doctor.on_host.server_http import api_keys
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-key", SECRET])
     try:
@@ -571,7 +575,7 @@ def test_bench_evidence_goes_to_the_window_findings_only() -> None:
     from dflash_doctor.runner import run_checks
 
     facts = host_facts(drafter=drafter_cfg(), launch_args=launch(), version="0.5.11")
-    facts.bench = Fact.of(sweep({1024: 4.0, 16384: 2.0}))
+    facts = facts.model_copy(update={"bench": Fact.of(sweep({1024: 4.0, 16384: 2.0}))})
     results = run_checks(facts)
     attach_bench_evidence(facts, results)
     tagged = {

@@ -18,7 +18,7 @@ from dflash_doctor.bench.run import _add_repeat, _require_speculation
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.bench_stats import cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult
-from dflash_doctor.facts.server_http import request_row
+from dflash_doctor.on_host.server_http import request_row
 from dflash_doctor.render.bench import render_bench
 from tests.conftest import DEMO_HOST, REPO
 

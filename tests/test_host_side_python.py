@@ -4,12 +4,16 @@
 grammar: `zip(..., strict=True)` parses on 3.8 and dies there at run time. vermin knows the
 stdlib's per-version API (keyword arguments included) and runs on every machine; where a
 real interpreter of the floor's version is installed (pyenv on the project's machines), the
-log filter runs under it too, on a log long enough to take its compaction path.
+log filter runs under it too, on a log long enough to take its compaction path, and the
+bundle gathers recorded hosts under it with the answer this interpreter gives. Every module
+of on_host/ is on HOST_SCRIPTS, so none escapes these runs.
 """
 
 from __future__ import annotations
 
+import ast
 import glob
+import json
 import re
 import shutil
 import subprocess
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor import shipped
-from dflash_doctor.facts import log_filter
+from dflash_doctor.on_host import log_filter
 
 PACKAGE = Path(shipped.__file__).parent
 
@@ -66,6 +70,25 @@ def test_every_shipped_script_is_listed() -> None:
         shipped.script_source("cli.py")
 
 
+def test_host_scripts_are_the_on_host_package() -> None:
+    """HOST_SCRIPTS is the one list: every module in on_host/ is on it (so it runs under its
+    floor below), and nothing on it lives elsewhere."""
+    package = PACKAGE / "on_host"
+    found = {f"on_host/{p.name}" for p in package.glob("*.py") if p.name != "__init__.py"}
+    assert found == set(shipped.HOST_SCRIPTS), (
+        f"in on_host/ but not in HOST_SCRIPTS: {sorted(found - set(shipped.HOST_SCRIPTS))}; "
+        f"in HOST_SCRIPTS but not in on_host/: {sorted(set(shipped.HOST_SCRIPTS) - found)}"
+    )
+    assert not [p for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    # Shipped as text and run alone: none may import the package (nor a sibling).
+    for script in sorted(found):
+        tree = ast.parse((PACKAGE / script).read_text(encoding="utf-8"))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += ["." if n.level else str(n.module) for n in froms]
+        assert not [n for n in names if n.startswith(("dflash_doctor", "."))], script
+
+
 def _interpreter(version: tuple[int, int]) -> str | None:
     name = f"python{version[0]}.{version[1]}"
     pyenv = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version[0]}.{version[1]}.*")))
@@ -78,7 +101,7 @@ def _interpreter(version: tuple[int, int]) -> str | None:
 def test_log_filter_compacts_its_series_under_python_3_8(tmp_path: Path) -> None:
     """More decode lines than MAX_SERIES points hold: the series halves (the path that used
     `zip(strict=True)`), and 3.8's records equal this interpreter's."""
-    python = _interpreter(shipped.HOST_SCRIPTS["facts/log_filter.py"])
+    python = _interpreter(shipped.HOST_SCRIPTS["on_host/log_filter.py"])
     if python is None:
         pytest.skip("no Python 3.8 interpreter here (vermin above still checks the floor)")
     line = (
@@ -88,7 +111,7 @@ def test_log_filter_compacts_its_series_under_python_3_8(tmp_path: Path) -> None
     )
     log = tmp_path / "server.log"
     log.write_text("x server_args=ServerArgs(speculative_algorithm='DFLASH')\n" + line * 2000)
-    argv = [str(PACKAGE / "facts/log_filter.py"), str(log)]
+    argv = [str(PACKAGE / "on_host/log_filter.py"), str(log)]
     old = subprocess.run([python, "-I", *argv], capture_output=True, timeout=120)
     new = subprocess.run([sys.executable, "-I", *argv], capture_output=True, timeout=120)
     assert old.returncode == 0, old.stderr.decode(errors="replace")[-800:]
@@ -116,3 +139,35 @@ def test_host_script_module_code_runs_under_its_floor(script: str) -> None:
     if got.returncode and "No module named 'torch'" in err:
         pytest.skip("the probe imports torch at module level; no torch for this interpreter")
     assert got.returncode == 0, err[-800:]
+
+
+@pytest.mark.parametrize("tree", ["demo", "v0523"])
+def test_the_bundle_answers_alike_under_its_floor(tree: str) -> None:
+    """The whole bundle (not only its module code) over a recorded host, under a real
+    interpreter of its floor: its config, the finders' plan included, arrives as JSON, and
+    the answer is byte for byte this interpreter's (timings and the interpreter aside)."""
+    from dflash_doctor.hosts import load_recorded_host
+    from dflash_doctor.pipeline import open_transport
+    from dflash_doctor.prefetch_plan import bundle_config
+    from dflash_doctor.transport.recorded import RecordedTransport
+    from tests.conftest import DEMO_HOST, FIXTURE_HOSTS
+
+    python = _interpreter(shipped.HOST_SCRIPTS["on_host/bundle_script.py"])
+    if python is None:
+        pytest.skip("no interpreter of this floor here (vermin above still checks it)")
+    spec = load_recorded_host(str(DEMO_HOST if tree == "demo" else FIXTURE_HOSTS / tree))
+    transport = open_transport(spec)
+    assert isinstance(transport, RecordedTransport)
+    config = transport.bundle_settings(bundle_config(spec))
+    argv = [str(PACKAGE / "on_host/bundle_script.py"), json.dumps(config)]
+    answers = []
+    for interpreter in (python, sys.executable):
+        got = subprocess.run([interpreter, "-I", "-S", *argv], capture_output=True, timeout=120)
+        assert got.returncode == 0, got.stderr.decode(errors="replace")[-800:]
+        answer = json.loads(got.stdout)
+        for key in ("python", "seconds"):
+            answer.pop(key)
+        for run in answer["runs"]:
+            run.pop("seconds", None)
+        answers.append(answer)
+    assert answers[0]["files"] and answers[0] == answers[1]

@@ -1,6 +1,6 @@
 """The HTTP client never carries the server's API key anywhere else (issue 22 item 9).
 
-The shipped client (`facts/server_http.py`, run on the host by `finders/server_api.py`) sends
+The shipped client (`on_host/server_http.py`, run on the host by `finders/server_api.py`) sends
 `Authorization: Bearer KEY`, the key read from the server's own command line. A server that
 answers with a redirect (to another port, or anywhere) must not get the key forwarded: the
 client does not follow redirects at all, and it talks to the server directly, never through

@@ -19,6 +19,7 @@ BELOW_CHECKS = {
     "errors",
     "data",
     "defaults",
+    "on_host",
     "redact",
     "sglang_versions",
     "spans",

@@ -9,8 +9,10 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGE = REPO / "dflash_doctor"
-# The transport decides; hosts.py only defines the settings it reads.
-EXEMPT = {PACKAGE / "transport", PACKAGE / "hosts.py"}
+# The transport decides; hosts.py only defines the settings it reads. The bundle is the
+# transport's half on the host (on_host/, shipped by transport/prefetch.py): it reads under
+# the root the transport gives it, as the transport does.
+EXEMPT = {PACKAGE / "transport", PACKAGE / "hosts.py", PACKAGE / "on_host" / "bundle_script.py"}
 HOST_KINDS = {"local", "ssh", "recorded", "offline", "docker", "kubernetes"}
 # HostSpec's kind-of-host settings and the tree's path mapping: read by transport/open.py.
 KIND_ATTRIBUTES = {"recorded", "offline", "root", "tree_path", "map"}

@@ -44,8 +44,8 @@ def test_log_is_filtered_on_the_host(sshd, ssh_options, tmp_path: Path) -> None:
     import shutil
 
     from bench.gen_log import lines
-    from dflash_doctor.facts import log_filter
     from dflash_doctor.gather import gather
+    from dflash_doctor.on_host import log_filter
     from dflash_doctor.pipeline import open_transport
 
     tree = tmp_path / "seed"

@@ -246,7 +246,7 @@ def test_unknown_owner_is_refused_and_nothing_stops(host: dict[str, Any]) -> Non
 def test_groups_line_and_setpriv_words() -> None:
     """The Groups line is read as digits only (a hostile or truncated line is refused), and
     the words run the rest with exactly those groups, or none."""
-    from dflash_doctor import host_exec_rules as rules
+    from dflash_doctor.on_host import host_exec_rules as rules
 
     assert rules.parse_status_groups("Uid:\t1\nGroups:\t100 27 \n") == (100, 27)
     assert rules.parse_status_groups("Groups:\t\n") == ()

@@ -36,7 +36,7 @@ def probe_text(prompts: Sequence[PromptSet] = ()) -> str:
 
 
 def probe_op(max_new_tokens: int, prompts: Sequence[PromptSet] = ()) -> dict[str, Any]:
-    """The shipped client's `repeat` op (facts/server_http.py)."""
+    """The shipped client's `repeat` op (on_host/server_http.py)."""
     return {"op": "repeat", "text": probe_text(prompts), "max_new_tokens": max_new_tokens}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
 from dflash_doctor.checks.views import flag_evidence, running_server, runtime_evidence
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
-from dflash_doctor.facts.sglang_args import SGLANG_FIELDS, WINDOW_FLAGS
+from dflash_doctor.on_host.sglang_args import SGLANG_FIELDS, WINDOW_FLAGS
 
 # server_info key -> (LaunchArgs field, flag), the fields the table marks `compared`.
 # Compared only where the file sets the flag: an unset flag is resolved by SGLang's

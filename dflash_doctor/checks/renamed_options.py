@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
-from dflash_doctor.checks.topology import attn_dp_width, dp_refusal, drop_dp_attention
+from dflash_doctor.checks.dp_attention import attn_dp_width, dp_refusal, drop_dp_attention
 from dflash_doctor.checks.views import flag_evidence, version_evidence
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import sglang_args_start

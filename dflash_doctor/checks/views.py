@@ -12,6 +12,7 @@ from dflash_doctor.facts.models import (
     LaunchArgs,
     LogFacts,
     ServerRuntime,
+    TargetConfig,
 )
 from dflash_doctor.sglang_versions import (
     LAYER_TYPES_SINCE,
@@ -103,6 +104,13 @@ def flag_evidence(launch: LaunchArgs, flag: str, text: str) -> Evidence:
 
 def config_evidence(cfg: DrafterConfig, key: str, text: str) -> Evidence:
     return Evidence(kind="config", text=text, file=cfg.path, line=cfg.line_of(key), key=key)
+
+
+def target_evidence(target: TargetConfig, key: str, text: str) -> Evidence:
+    """Evidence from the target's config.json at `key`'s line."""
+    return Evidence(
+        kind="config", text=text, file=target.path, line=target.key_lines.get(key), key=key
+    )
 
 
 def sliding_evidence(cfg: DrafterConfig) -> Evidence:
@@ -513,6 +521,12 @@ def env_value(facts: HostFacts, name: str) -> tuple[bool, str | None]:
     if env is None:
         return False, None
     return True, env.get(name)
+
+
+def require_environ(facts: HostFacts) -> None:
+    """Skip unless the server's environment was read."""
+    if facts.environ.value is None:
+        raise Skip(f"the server's environment was not read: {facts.environ.error}")
 
 
 def env_evidence(facts: HostFacts, name: str, value: str | None) -> Evidence:

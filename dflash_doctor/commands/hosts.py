@@ -15,6 +15,29 @@ if TYPE_CHECKING:
 
 LOCAL_NAMES = ("local", "localhost")
 
+# The host hints a command line can give: HostSpec key -> the option's field in the
+# command's arguments. Each command passes those of its options it has (hints()).
+HINT_OPTIONS = {
+    "log_path": "log",
+    "launch_file": "launch",
+    "pid": "pid",
+    "server_port": "port",
+    "drafter_path": "drafter",
+    "target_path": "target",
+    "sglang_version": "sglang_version",
+    "compose_service": "compose_service",
+}
+
+
+def hints(args: object, *, skip: tuple[str, ...] = ()) -> dict[str, object]:
+    """The host hints `args` has options for, by HostSpec key (None = not given: override()
+    drops it), less the `skip` keys."""
+    return {
+        key: getattr(args, name)
+        for key, name in HINT_OPTIONS.items()
+        if key not in skip and hasattr(args, name)
+    }
+
 
 def specs(
     hosts: list[str],
@@ -83,15 +106,7 @@ def check_specs(args: CheckArgs) -> tuple[list[HostSpec], list[HostSpec]]:
         args.demo,
         args.host_dir or [],
         listed + ([_demo_host(args.demo_name)] if args.demo_name else []),
-        {
-            "log_path": args.log,
-            "launch_file": args.launch,
-            "pid": args.pid,
-            "server_port": args.port,
-            "drafter_path": args.drafter,
-            "target_path": args.target,
-            "sglang_version": args.sglang_version,
-        },
+        hints(args),
     )
     if args.limit and not args.inventory:
         raise UsageError("--limit needs --inventory")
@@ -105,7 +120,7 @@ def probe_spec(args: ProbeArgs) -> HostSpec:
         args.demo,
         [args.host_dir] if args.host_dir else [],
         [],
-        {"pid": args.pid, "server_port": args.port},
+        hints(args),
     )
     if len(found) != 1:
         raise UsageError("probe one host at a time")
@@ -114,19 +129,7 @@ def probe_spec(args: ProbeArgs) -> HostSpec:
 
 def bench_spec(args: BenchArgs) -> HostSpec:
     """The one host to bench."""
-    (spec,) = specs(
-        [args.host],
-        False,
-        [],
-        [],
-        {
-            "pid": args.pid,
-            "server_port": args.port,
-            "launch_file": args.launch,
-            "drafter_path": args.drafter,
-            "target_path": args.target,
-        },
-    )
+    (spec,) = specs([args.host], False, [], [], hints(args))
     return spec
 
 
@@ -135,14 +138,7 @@ def fix_specs(args: FixArgs, say: Callable[[str], None]) -> list[HostSpec]:
     from dflash_doctor.hosts import HostSpec
     from dflash_doctor.inventory import load_inventory
 
-    overrides: dict[str, object] = {
-        "launch_file": args.launch,
-        "pid": args.pid,
-        "server_port": args.port,
-        "drafter_path": args.drafter,
-        "target_path": args.target,
-        "sglang_version": args.sglang_version,
-    }
+    overrides = hints(args)
     if args.offline:
         overrides["offline"] = True
     if (
@@ -186,15 +182,8 @@ def gate_specs(args: GateArgs) -> list[HostSpec]:
     """The inventory's hosts made offline, then one host per launch file, in that order."""
     from dflash_doctor.hosts import HostSpec
 
-    overrides: dict[str, object] = {"offline": True}
-    for key, value in (
-        ("drafter_path", args.drafter),
-        ("target_path", args.target),
-        ("sglang_version", args.sglang_version),
-        ("compose_service", args.compose_service),
-    ):
-        if value is not None:
-            overrides[key] = value
+    # The gate's --launch names launch files, each a host of its own, not one host's file.
+    overrides = {"offline": True, **hints(args, skip=("launch_file",))}
     found = [override(s, overrides, clear=("address",)) for s in _listed(args)]
     for path in args.launch or []:
         if not os.path.isfile(path):

@@ -62,6 +62,12 @@ def _sglang_version(value: str | None) -> str | None:
     return value
 
 
+def _sglang_version_option(help: str) -> typing.Any:
+    """`--sglang-version` as each command words it, always validated as a version (typer
+    declares `Option` as returning Any)."""
+    return typer.Option("--sglang-version", callback=_sglang_version, help=help)
+
+
 def command_signature(options: "type[DataclassInstance]") -> inspect.Signature:
     """The parameters typer reads for a command: the fields of its options class, in order."""
     hints = typing.get_type_hints(options, include_extras=True)
@@ -167,12 +173,7 @@ class CheckArgs:
     drafter: DrafterOpt = None
     target: TargetOpt = None
     sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version",
-            callback=_sglang_version,
-            help="declare the host's SGLang version (X.Y.Z)",
-        ),
+        str | None, _sglang_version_option("declare the host's SGLang version (X.Y.Z)")
     ] = None
     inventory: InventoryOpt = None
     limit: Annotated[
@@ -279,10 +280,7 @@ class GateArgs:
         str | None, typer.Option("--target", help="target dir, config.json or HF repo id")
     ] = None
     sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version", callback=_sglang_version, help="the SGLang version to deploy"
-        ),
+        str | None, _sglang_version_option("the SGLang version to deploy")
     ] = None
     compose_service: Annotated[
         str | None, typer.Option("--compose-service", help="service of a compose file")
@@ -342,10 +340,7 @@ class FixArgs:
     drafter: DrafterOpt = None
     target: TargetOpt = None
     sglang_version: Annotated[
-        str | None,
-        typer.Option(
-            "--sglang-version", callback=_sglang_version, help="declare the host's SGLang version"
-        ),
+        str | None, _sglang_version_option("declare the host's SGLang version")
     ] = None
     apply: Annotated[
         bool,

@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, LaunchKind
-from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
 from dflash_doctor.facts.sglang_options import human_readable_int
 from dflash_doctor.facts.shell import (
     Command,
@@ -32,10 +31,13 @@ from dflash_doctor.facts.shell import (
     shown,
 )
 from dflash_doctor.facts.systemd_unit import directives, exec_start
+from dflash_doctor.on_host.sglang_args import SGLANG_FIELDS
 from dflash_doctor.redact import redact_argv
 from dflash_doctor.sglang_versions import NEW_WINDOW_FLAG, OLD_WINDOW_FLAG, WINDOW_FLAGS
 
 MAX_LAUNCH_BYTES = 1024 * 1024
+# A word of a command line that is an interpreter (`python`, `/venv/bin/python3.11`).
+PYTHON_WORD = r"(^|/)python[0-9.]*$"
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ FLAG_SPECS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-running-requests",), "max_running_requests", _positive_int),
     FlagSpec(("--tp-size", "--tensor-parallel-size", "--tp"), "tp_size", _positive_int),
     FlagSpec(("--kv-cache-dtype",), "kv_cache_dtype", str),
-    # Topology and backends that DFLASH refuses or changes (checks/topology.py, trtllm_mha_gpu.py);
+    # Topology and backends that DFLASH refuses or changes (checks/pipeline_parallel.py,
+    # dp_attention.py, drafter_heads_vs_tp.py, trtllm_mha_gpu.py);
     # option strings from 0.5.11 server_args.py:4664-4686, 5117, 5271-5278, 6097-6109 and
     # 0.5.22 arg_groups/fields/parallel.py:81-89 (--attn-dp-size).
     FlagSpec(("--pp-size", "--pipeline-parallel-size"), "pp_size", _positive_int),
@@ -162,7 +165,7 @@ def sglang_args_start(argv: list[str]) -> int:
 def _python_of(argv: list[str], start: int) -> str | None:
     head = argv[: max(start - 1, 0)]
     for arg in head:
-        if re.search(r"(^|/)python[0-9.]*$", arg):
+        if re.search(PYTHON_WORD, arg):
             return arg
     return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.facts.probe_result import ProbeResult
 from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
@@ -18,6 +18,8 @@ class Fact(BaseModel, Generic[T]):
     Checks that need a missing fact are reported as skipped with `error` as the reason,
     so an unreadable file never turns into a silent pass.
     """
+
+    model_config = ConfigDict(frozen=True)
 
     value: T | None = None
     source: str | None = None
@@ -39,6 +41,8 @@ class Fact(BaseModel, Generic[T]):
 
 class DrafterConfig(BaseModel):
     """The DFlash drafter's `config.json`, with layer types derived as transformers does."""
+
+    model_config = ConfigDict(frozen=True)
 
     path: str
     architectures: list[str] = Field(default_factory=list)
@@ -131,6 +135,8 @@ class DrafterConfig(BaseModel):
 class TargetConfig(BaseModel):
     """The target model's `config.json` (the text part, for multimodal wrappers)."""
 
+    model_config = ConfigDict(frozen=True)
+
     path: str
     architectures: list[str] = Field(default_factory=list)
     model_type: str | None = None
@@ -162,6 +168,8 @@ LaunchKind = Literal["process", "script", "systemd", "compose", "argv"]
 
 class LaunchArgs(BaseModel):
     """The DFlash-relevant settings of one SGLang launch command line."""
+
+    model_config = ConfigDict(frozen=True)
 
     source: str
     kind: LaunchKind
@@ -228,12 +236,16 @@ class LaunchArgs(BaseModel):
 
 
 class LogLine(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     line: int
     text: str
 
 
 class DecodePoint(BaseModel):
     """Mean accept length and throughput of the decode lines parsed around one log offset."""
+
+    model_config = ConfigDict(frozen=True)
 
     offset: int
     timestamp: str | None = None
@@ -259,6 +271,8 @@ class DecodeStats(BaseModel):
 
 class LogEvent(BaseModel):
     """Every line of one known SGLang log text (data/log_patterns.json id) in a log."""
+
+    model_config = ConfigDict(frozen=True)
 
     pattern: str
     count: int = 0
@@ -295,6 +309,8 @@ class LogFacts(BaseModel):
 
 
 class Gpu(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     index: int
     name: str
     memory_total_mib: int | None = None
@@ -304,6 +320,8 @@ class Gpu(BaseModel):
 
 class SGLangCode(BaseModel):
     """What the host's installed SGLang source says, read as text (never imported)."""
+
+    model_config = ConfigDict(frozen=True)
 
     path: str  # the srt/models/dflash.py that was read
     honours_layer_types: bool
@@ -316,6 +334,8 @@ class SGLangCode(BaseModel):
 
 class DrafterFiles(BaseModel):
     """Files beside the drafter's config.json (facts/drafter_files.py), read bounded."""
+
+    model_config = ConfigDict(frozen=True)
 
     directory: str
     index_path: str | None = None  # model.safetensors.index.json, when read
@@ -333,6 +353,8 @@ class CaptureHook(BaseModel):
     """Whether the host's installed SGLang files give the target's model class
     `set_dflash_layers_to_capture` (read as text, never imported)."""
 
+    model_config = ConfigDict(frozen=True)
+
     architecture: str
     implements: bool
     file: str
@@ -341,6 +363,8 @@ class CaptureHook(BaseModel):
 
 class ServerProcess(BaseModel):
     """The running SGLang server process the facts were read from (finders/process.py)."""
+
+    model_config = ConfigDict(frozen=True)
 
     pid: int
     # argv[0] of its command line: the interpreter that runs SGLang.
@@ -353,6 +377,8 @@ class ServerProcess(BaseModel):
 
 class HostFacts(BaseModel):
     """Everything gathered from one host; the only input of the checks."""
+
+    model_config = ConfigDict(frozen=True)
 
     host: str
     sglang_version: Fact[str] = Field(default_factory=lambda: Fact[str].missing("not gathered"))
@@ -414,6 +440,8 @@ class HostFacts(BaseModel):
 
 
 class MetricSample(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     labels: dict[str, str] = Field(default_factory=dict)
     value: float
 
@@ -426,6 +454,8 @@ class ServerRuntime(BaseModel):
     `internal_states` are the schedulers' own (one per DP rank), which `/set_internal_state`
     changes at runtime. Secret-looking keys are dropped on the host before they travel.
     """
+
+    model_config = ConfigDict(frozen=True)
 
     url: str
     endpoint: str
@@ -459,6 +489,8 @@ _MAX_BENCH_NUMBER = 10**12  # tokens, steps or seconds: far past any real reques
 
 class BenchRequest(BaseModel):
     """One /generate request of a bench cell, as measured."""
+
+    model_config = ConfigDict(frozen=True)
 
     # Bounded: a host's answer with a huge or non-finite number is a malformed row
     # (bench/run.py), never an overflow in the statistics.

@@ -9,12 +9,12 @@ from pydantic import ValidationError
 
 from dflash_doctor.errors import FactError, validation_line
 from dflash_doctor.facts.models import LaunchArgs, MetricSample, ServerRuntime
-from dflash_doctor.facts.server_address import server_address as argv_address
+from dflash_doctor.on_host.server_address import server_address as argv_address
 from dflash_doctor.redact import redact_argv, redact_text
 
 
 def server_address(launch: LaunchArgs | None, health_url: str | None = None) -> tuple[str, int]:
-    """(host, port) to reach the server from its own machine (facts/server_address.py)."""
+    """(host, port) to reach the server from its own machine (on_host/server_address.py)."""
     return argv_address(launch.argv if launch is not None else [], health_url)
 
 

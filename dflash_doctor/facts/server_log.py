@@ -29,14 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts.log_filter import (
-    EXACT_BYTES,
-    SAMPLE,
-    SERVER_ARGS_MARKS,
-    DecodeSeries,
-    LogFilter,
-    Point,
-)
 from dflash_doctor.facts.log_patterns import LogPattern, patterns
 from dflash_doctor.facts.models import (
     DecodePoint,
@@ -45,7 +37,15 @@ from dflash_doctor.facts.models import (
     LogFacts,
     LogLine,
 )
-from dflash_doctor.facts.sglang_args import SGLANG_FIELDS
+from dflash_doctor.on_host.log_filter import (
+    EXACT_BYTES,
+    SAMPLE,
+    SERVER_ARGS_MARKS,
+    DecodeSeries,
+    LogFilter,
+    Point,
+)
+from dflash_doctor.on_host.sglang_args import SGLANG_FIELDS
 from dflash_doctor.redact import redact_text
 
 MAX_SERIES = 256

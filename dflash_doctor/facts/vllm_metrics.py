@@ -1,5 +1,5 @@
 """The live vLLM server's answers (`/version`, `/metrics`, asked on the host by the shipped
-client's `version` and `vllm_metrics` operations, facts/server_http.py), typed.
+client's `version` and `vllm_metrics` operations, on_host/server_http.py), typed.
 
 The samples arrive already bounded (the client keeps at most MAX_METRIC_SAMPLES finite
 values of `vllm:spec_decode_*`); what is read here is still host text: a count that is not a

@@ -96,7 +96,7 @@ def native_parse(
     except DoctorError as e:
         # The fallback parse stands; the reason is kept with the fact.
         return args.model_copy(update={"native_refused": str(e)}), None, None
-    argv = [*prefix, "-c", script_source("facts/sglang_args.py"), json.dumps(server_argv)]
+    argv = [*prefix, "-c", script_source("on_host/sglang_args.py"), json.dumps(server_argv)]
     try:
         res = t.run(argv, timeout=120)
         answer = json.loads(res.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
@@ -115,7 +115,7 @@ def native_parse(
 
 
 def native_answer(args: LaunchArgs, answer: dict[str, Any], version: str) -> LaunchArgs:
-    """`args` updated with what SGLang's own parser said (facts/sglang_args.py's answer)."""
+    """`args` updated with what SGLang's own parser said (on_host/sglang_args.py's answer)."""
     update: dict[str, object] = {"parser": "sglang", "parser_version": version}
     if "rejected" in answer:
         update["sglang_rejects"] = str(answer["rejected"])

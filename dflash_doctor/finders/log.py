@@ -10,6 +10,7 @@ from dflash_doctor.errors import DoctorError, FactError, FileMissing, Permission
 from dflash_doctor.facts.models import Fact, LogFacts
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.finders.base import attempt
+from dflash_doctor.finders.plan import PROCESS
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
@@ -18,7 +19,7 @@ from dflash_doctor.transport.base import Transport
 REMOTE_FILTER_MIN_BYTES = 8 * 1024 * 1024
 # How much of a runtime-kept log (`docker logs`, `kubectl logs`) is read: its last lines.
 RUNTIME_LOG_TAIL_LINES = 200_000
-LOG_FILTER = "facts/log_filter.py"
+LOG_FILTER = "on_host/log_filter.py"
 
 
 def log_path(t: Transport, given: str | None, pid: int | None) -> str | None:
@@ -27,7 +28,7 @@ def log_path(t: Transport, given: str | None, pid: int | None) -> str | None:
         return given
     if pid is None:
         return None
-    for fd in (1, 2):
+    for fd in PROCESS["log_fds"]:
         try:
             target = t.readlink(f"/proc/{pid}/fd/{fd}")
         except DoctorError:

@@ -11,23 +11,22 @@ from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.model_config import MAX_CONFIG_BYTES
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.finders.base import attempt
+from dflash_doctor.finders.plan import HUB
 from dflash_doctor.transport.base import Transport
 
 T = TypeVar("T")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HF_REPO = re.compile(HUB["repo_id"])
 
 
 def hub_dirs(env: Mapping[str, str], hf_home: str | None) -> list[str]:
-    """The hub caches `env` (the server's) names, in the order huggingface_hub reads them."""
-    dirs = []
-    if "HF_HUB_CACHE" in env:
-        dirs.append(env["HF_HUB_CACHE"])
-    if "HUGGINGFACE_HUB_CACHE" in env:
-        dirs.append(env["HUGGINGFACE_HUB_CACHE"])
-    for home in (env.get("HF_HOME"), hf_home):
+    """The hub caches `env` (the server's) names, in the order huggingface_hub reads them
+    (plan.HUB: the bundle walks the same table)."""
+    dirs = [env[key] for key in HUB["cache_env"] if key in env]
+    for home in (env.get(HUB["home_env"]), hf_home):
         if home:
-            dirs.append(posixpath.join(home, "hub"))
-    dirs.append(posixpath.join(env.get("HOME", "/root"), ".cache/huggingface/hub"))
+            dirs.append(posixpath.join(home, HUB["home_cache"]))
+    user = env.get(HUB["user_env"], HUB["user_default"])
+    dirs.append(posixpath.join(user, HUB["user_cache"]))
     return list(dict.fromkeys(dirs))
 
 
@@ -47,22 +46,22 @@ def config_path(t: Transport, model: str, hubs: list[str]) -> str:
     org, name = model.split("/", 1)
     tried = []
     for hub in hubs:
-        repo = posixpath.join(hub, f"models--{org}--{name}")
+        repo = posixpath.join(hub, HUB["repo_dir"].format(org=org, name=name))
         tried.append(repo)
         snapshot = _snapshot(t, repo)
         if snapshot:
-            return posixpath.join(repo, "snapshots", snapshot, "config.json")
+            return posixpath.join(repo, HUB["snapshot_dir"], snapshot, "config.json")
     raise FactError(f"{model} is not in the Hugging Face cache (looked in {', '.join(tried)})")
 
 
 def _snapshot(t: Transport, repo: str) -> str | None:
     """The snapshot refs/main names, else the last one listed; None when there is none."""
     try:
-        snapshots = t.list_dir(posixpath.join(repo, "snapshots"))
+        snapshots = t.list_dir(posixpath.join(repo, HUB["snapshot_dir"]))
     except DoctorError:
         return None
     try:
-        ref = t.read_file(posixpath.join(repo, "refs/main"), max_bytes=256)
+        ref = t.read_file(posixpath.join(repo, HUB["ref"]), max_bytes=HUB["ref_bytes"])
         rev: str | None = ref.decode("ascii", "replace").strip()
     except DoctorError:
         rev = None

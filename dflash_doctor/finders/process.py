@@ -9,6 +9,7 @@ from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.models import Fact, ServerProcess
 from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.finders.plan import PROCESS
 from dflash_doctor.finders.vllm import runs_vllm_pid, runs_vllm_text
 from dflash_doctor.host_exec import parse_status_ids
 from dflash_doctor.hosts import GatherHints
@@ -17,7 +18,7 @@ from dflash_doctor.transport.base import Transport
 
 # Only what locates models and the server's own Python packages; never secrets.
 ENV_KEYS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME", "PYTHONPATH", "VIRTUAL_ENV")
-MAX_CMDLINE_BYTES = 1024 * 1024
+MAX_CMDLINE_BYTES: int = PROCESS["files"]["cmdline"]
 MAX_ENV_NAMES = 512
 
 
@@ -153,7 +154,7 @@ def _short(text: str | None, limit: int = 120) -> str:
 
 def _owner_uid(t: Transport, pid: int) -> int | None:
     try:
-        status = t.read_file(f"/proc/{pid}/status", max_bytes=64 * 1024)
+        status = t.read_file(f"/proc/{pid}/status", max_bytes=PROCESS["files"]["status"])
         return parse_status_ids(status.decode("ascii", "replace")).uid
     except DoctorError:
         return None
@@ -176,7 +177,8 @@ def _user_names(t: Transport) -> dict[int, str]:
 def _unit(t: Transport, pid: int) -> str | None:
     """The systemd service that started the process (its cgroup names it), or None."""
     try:
-        text = t.read_file(f"/proc/{pid}/cgroup", max_bytes=64 * 1024).decode("utf-8", "replace")
+        limit = PROCESS["files"]["cgroup"]
+        text = t.read_file(f"/proc/{pid}/cgroup", max_bytes=limit).decode("utf-8", "replace")
     except DoctorError:
         return None
     for line in text.splitlines():
@@ -253,7 +255,7 @@ def read_environ(t: Transport, host: str, pid: int) -> tuple[Fact[dict[str, str]
     """The catalog's variables of the process (never secrets), and the raw environ."""
     where = f"/proc/{pid}/environ"
     try:
-        data = t.read_file(where, max_bytes=1 << 20)
+        data = t.read_file(where, max_bytes=PROCESS["environ"])
     except DoctorError as e:
         return Fact[dict[str, str]].missing(f"{host}:{where}: {e}", source=where), None
     return Fact[dict[str, str]].of(catalog_environ(data), source=where), data

@@ -1,6 +1,6 @@
 """The live server's own answers over its HTTP API, asked on the host.
 
-The requests run on the host (`facts/server_http.py`, shipped and run with the host's
+The requests run on the host (`on_host/server_http.py`, shipped and run with the host's
 `python3`), so this works over SSH against a server bound to 127.0.0.1 only. Never for a
 recorded or offline host: those have no server.
 """
@@ -13,13 +13,13 @@ from typing import Any
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import Fact, LaunchArgs, ServerRuntime
 from dflash_doctor.facts.runtime import parse_runtime, server_address
-from dflash_doctor.facts.server_address import (
+from dflash_doctor.finders.base import attempt
+from dflash_doctor.on_host.server_address import (
     RUNTIME_OPS,
     RUNTIME_TIMEOUT_S,
     http_request,
     http_timeout,
 )
-from dflash_doctor.finders.base import attempt
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import Transport
 
@@ -51,7 +51,7 @@ def ask_server(
 ) -> list[dict[str, Any]]:
     """Run the shipped HTTP client on the host; one answer per op (each may hold `error`)."""
     request = http_request(address, pid, ops, timeout)
-    argv = [python, *HTTP_CLIENT_HEAD[1:], script_source("facts/server_http.py"), request]
+    argv = [python, *HTTP_CLIENT_HEAD[1:], script_source("on_host/server_http.py"), request]
     res = transport.run(argv, timeout=http_timeout(ops, timeout))
     if not res.ok:
         lines = res.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -30,7 +30,7 @@ def find_capture_hook(
     t: Transport, host: str, target: TargetConfig | None, version: str | None, site: str | None
 ) -> Fact[CaptureHook]:
     """The target class's module in the installed SGLang, read for
-    `set_dflash_layers_to_capture` (checks/model_wiring.py DFD129)."""
+    `set_dflash_layers_to_capture` (checks/target_cannot_capture.py DFD129)."""
     if target is None or not target.architectures:
         return Fact[CaptureHook].missing(f"{host}: no target architecture known")
     if version is None or site is None:

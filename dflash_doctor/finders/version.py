@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.models import Fact
 from dflash_doctor.finders.base import attempt
+from dflash_doctor.finders.plan import SITE
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.transport.base import Transport
 
@@ -39,22 +40,24 @@ def find_version(t: Transport, host: str, python: str | None, ask: Asker) -> Fac
     )
 
 
-SGLANG_DIST_INFO = re.compile(r"sglang-([^-]+)\.dist-info")
+SGLANG_DIST_INFO = re.compile(SITE["sglang_dist_info"])
 
 
 def dist_infos(
     t: Transport, bin_dir: str, name: re.Pattern[str] = SGLANG_DIST_INFO
 ) -> list[tuple[str, str]]:
     """(version, path) of each dist-info named like `name` (its group 1: the version) in the
-    site dirs beside a bin directory (`bin/../lib/python3*/{site,dist}-packages`)."""
-    lib = posixpath.join(posixpath.dirname(bin_dir), "lib")
+    site dirs beside a bin directory (`bin/../lib/python3*/{site,dist}-packages`, plan.SITE:
+    the bundle lists the same)."""
+    lib = posixpath.join(posixpath.dirname(bin_dir), SITE["lib"])
     try:
-        pythons = [d for d in t.list_dir(lib) if d.startswith("python3")][:8]
+        listed = t.list_dir(lib)
     except DoctorError:
         return []
+    pythons = [d for d in listed if d.startswith(SITE["python_prefix"])][: SITE["max_pythons"]]
     found: list[tuple[str, str]] = []
     for py in pythons:
-        for sub in ("site-packages", "dist-packages"):
+        for sub in SITE["subdirs"]:
             site = posixpath.join(lib, py, sub)
             try:
                 entries = t.list_dir(site)

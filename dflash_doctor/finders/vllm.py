@@ -211,7 +211,7 @@ def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
 # `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
 # vllm/entrypoints/common/cli_args.py 0.34.0:296).
 VLLM_DEFAULT_PORT = 8000
-# What a live check asks a vLLM server (facts/server_http.py operations).
+# What a live check asks a vLLM server (on_host/server_http.py operations).
 VLLM_RUNTIME_OPS: list[dict[str, object]] = [{"op": "version"}, {"op": "vllm_metrics"}]
 VLLM_RUNTIME_TIMEOUT_S = 10.0
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from dflash_doctor import host_exec_rules as rules
 from dflash_doctor.errors import DoctorError, TransportError
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.transport.base import Transport
 
 MAX_ENVIRON_BYTES = 1 << 20

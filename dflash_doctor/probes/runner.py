@@ -133,7 +133,7 @@ def run_probe(
     argv = [
         *(launcher or [python]),
         "-c",
-        script_source("probes/attention_probe.py"),
+        script_source("on_host/attention_probe.py"),
         json.dumps(spec),
     ]
     on_stderr = None

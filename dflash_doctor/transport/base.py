@@ -55,7 +55,7 @@ class FileId:
 
     @classmethod
     def of(cls, raw: dict[str, object]) -> FileId:
-        """From transport/safe_files.py's `identity` dict (local or a host's JSON answer)."""
+        """From on_host/safe_files.py's `identity` dict (local or a host's JSON answer)."""
 
         def num(key: str) -> int:
             value = raw.get(key)
@@ -150,7 +150,7 @@ class Transport(Protocol):
         expect: FileId | None = None,
         owner: tuple[int, int] | None = None,
     ) -> FileId | None:
-        """Replace `path` atomically through descriptors (transport/safe_files.py): an
+        """Replace `path` atomically through descriptors (on_host/safe_files.py): an
         existing file keeps its owner and group (`owner`: a new file's), `mode` is set on
         the descriptor, and with `expect` a file that changed since it was read is refused
         (UnsafeFile). The new file's identity, where the host can tell."""

@@ -25,7 +25,7 @@ from dflash_doctor.transport.questions import NVIDIA_SMI, nvidia_smi_table, pgre
 if TYPE_CHECKING:
     from dflash_doctor.transport.base import Transport
 
-# transport/safe_files.py's error kinds, as the TransportError each stands for.
+# on_host/safe_files.py's error kinds, as the TransportError each stands for.
 SAFE_ERRORS: dict[str, type[TransportError]] = {
     "unsafe": UnsafeFile,
     "exists": FileExists,

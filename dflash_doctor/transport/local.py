@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, BinaryIO
 
 from dflash_doctor.errors import FileMissing, PermissionDenied, TimedOut, TransportError
-from dflash_doctor.transport import safe_files
+from dflash_doctor.on_host import safe_files
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     MAX_OUTPUT_BYTES,
@@ -257,7 +257,7 @@ class LocalTransport(HostCommands):
         expect: FileId | None = None,
         owner: tuple[int, int] | None = None,
     ) -> FileId:
-        """Write atomically through descriptors (transport/safe_files.py): the file keeps
+        """Write atomically through descriptors (on_host/safe_files.py): the file keeps
         its owner and group, a change since `expect` is refused, and no link is followed
         (a caller that writes through one resolves it first, with real_path)."""
         want = expect.expected() if expect is not None else None

@@ -1,7 +1,7 @@
 """One round trip per host: a transport that answers from a bundle fetched in one execution.
 
 `PrefetchTransport` wraps a remote transport. On its first use it runs the shipped
-`transport/bundle_script.py` on the host in ONE remote command and keeps the bounded JSON
+`on_host/bundle_script.py` on the host in ONE remote command and keeps the bounded JSON
 bundle it prints: file stats and contents, directory listings, link targets, command
 outputs. Every read, listing, link and command that the bundle foresaw is answered from
 it, with the same result (and the same one-line error) the transport itself would give;
@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from dflash_doctor.errors import FileMissing, HostUnreachable, PermissionDenied, TransportError
+from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.shipped import script_source
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
@@ -42,11 +43,13 @@ from dflash_doctor.transport.questions import pgrep_or_proc
 from dflash_doctor.transport.wrapped import Delegating
 
 T = TypeVar("T")
-BUNDLE_SCRIPT = "transport/bundle_script.py"
+BUNDLE_SCRIPT = "on_host/bundle_script.py"
 BUNDLE_VERSION = 1
 # Root-owned system interpreters only, tried in this order; each must be owned by root
 # and not writable by group or others, and so must its directory (and its symlink's).
-SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+# host_exec's own list (the log filter's interpreter), but only its absolute paths: this
+# guard runs before any question is asked, so it looks nothing up on the host's PATH.
+SYSTEM_PYTHONS = tuple(p for p in rules.SYSTEM_PYTHONS if p.startswith("/"))
 NO_SYSTEM_PYTHON = 97
 
 

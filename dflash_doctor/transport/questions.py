@@ -13,12 +13,14 @@ if TYPE_CHECKING:
 
 MAX_PROCESSES = 65536
 NVIDIA_SMI = "nvidia-smi"
+# The candidate servers' question; the bundle asks the same argv (prefetch_plan).
+PGREP_ARGV = ("pgrep", "-f", "sglang")
 
 
 def pgrep_or_proc(t: Transport) -> list[int]:
     """Candidate server pids: `pgrep -f sglang`, else every pid /proc lists."""
     try:
-        res = t.run(["pgrep", "-f", "sglang"], timeout=10)
+        res = t.run(list(PGREP_ARGV), timeout=10)
         # pgrep exits 1 when nothing matches: then there is no server process.
         if res.returncode in (0, 1):
             return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]

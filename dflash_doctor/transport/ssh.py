@@ -55,7 +55,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 # The host-side file helper (standard library, Python 3.8+), shipped as text per change.
-SAFE_FILES = "transport/safe_files.py"
+SAFE_FILES = "on_host/safe_files.py"
 # What `remove` answers in place of an identity.
 _NO_ID = dict.fromkeys(("dev", "ino", "uid", "gid", "mode", "size"), 0)
 
@@ -575,7 +575,7 @@ class SSHTransport(HostCommands):
         return target
 
     def _safe(self, path: str, request: dict[str, object], data: bytes = b"") -> FileId:
-        """One transport/safe_files.py change, run on the host under its root-owned system
+        """One on_host/safe_files.py change, run on the host under its root-owned system
         python3 (prefetch.guard_script), the data on stdin: the directory is opened and
         the file made there through descriptors, never by path over SFTP (which follows
         links and chmods by name)."""

@@ -44,9 +44,13 @@ def facts(
 ) -> HostFacts:
     f = host_facts(**kw)
     if env is not None:
-        f.environ = Fact.of(env, "/proc/4242/environ")
+        f = f.model_copy(update={"environ": Fact.of(env, "/proc/4242/environ")})
     if gpus is not None:
-        f.gpus = Fact.of([Gpu(index=i, name=n) for i, n in enumerate(gpus)], "nvidia-smi")
+        f = f.model_copy(
+            update={
+                "gpus": Fact.of([Gpu(index=i, name=n) for i, n in enumerate(gpus)], "nvidia-smi")
+            }
+        )
     return f
 
 

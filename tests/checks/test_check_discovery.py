@@ -1,11 +1,13 @@
-"""Checks are found by listing the package: a new check is its module and fixtures alone, and
-a module in checks/ that registers nothing fails here instead of sitting dead."""
+"""Checks are found by listing the package: a new check is its module and fixtures alone, a
+module in checks/ that registers nothing fails here instead of sitting dead, and one that
+registers two rules fails too (a check is one small file named after its rule)."""
 
 from __future__ import annotations
 
 import pkgutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from dflash_doctor import checks
@@ -16,6 +18,12 @@ def test_every_check_module_registers_a_check() -> None:
     registered = {c.func.__module__.rsplit(".", 1)[-1] for c in CATALOG.values()}
     silent = sorted(set(CHECK_MODULES) - registered)
     assert silent == [], f"modules in checks/ that register no check: {silent}"
+
+
+def test_every_check_module_registers_one_rule() -> None:
+    per_module = Counter(c.func.__module__.rsplit(".", 1)[-1] for c in CATALOG.values())
+    crowded = {m: n for m, n in per_module.items() if n > 1}
+    assert crowded == {}, f"modules in checks/ that hold more than one rule: {crowded}"
 
 
 def test_support_modules_register_none_and_exist() -> None:

@@ -30,7 +30,7 @@ def runtime(
 
 def facts_with(rt: ServerRuntime, *flags: str) -> HostFacts:
     facts = host_facts(drafter=drafter_cfg(), launch_args=launch(*flags))
-    facts.runtime = Fact.of(rt, "server HTTP API")
+    facts = facts.model_copy(update={"runtime": Fact.of(rt, "server HTTP API")})
     return facts
 
 
@@ -73,7 +73,9 @@ def test_dfd141_clean_when_they_agree_and_unset_flags_are_not_compared() -> None
 def test_dfd141_skips_without_a_launch_file_or_runtime() -> None:
     facts = facts_with(runtime(**RUNNING))
     assert facts.launch.value is not None
-    facts.launch = Fact.of(facts.launch.value.model_copy(update={"kind": "process"}))
+    facts = facts.model_copy(
+        update={"launch": Fact.of(facts.launch.value.model_copy(update={"kind": "process"}))}
+    )
     assert result(facts, "DFD141").status == "skipped"
     plain = host_facts(drafter=drafter_cfg(), launch_args=launch())
     assert result(plain, "DFD141").status == "skipped"

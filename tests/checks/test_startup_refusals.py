@@ -173,7 +173,9 @@ def test_a_server_that_answers_is_judged_even_if_a_restart_would_be_refused() ->
     facts = host_facts(
         drafter=drafter_cfg(), target=target_cfg(), launch_args=args, version="0.5.13"
     )
-    facts.runtime = Fact.of(ServerRuntime(url="http://h:30000", endpoint="/server_info"))
+    facts = facts.model_copy(
+        update={"runtime": Fact.of(ServerRuntime(url="http://h:30000", endpoint="/server_info"))}
+    )
     r = run_check(CATALOG["DFD102"], facts)
     assert r.status == "failed", r.reason
     assert run_check(CATALOG["DFD111"], facts).status == "failed"

@@ -33,7 +33,7 @@ from dflash_doctor.facts.models import (
     ServerRuntime,
     TargetConfig,
 )
-from dflash_doctor.facts.server_http import carried_reasoning
+from dflash_doctor.on_host.server_http import carried_reasoning
 from dflash_doctor.render.bench import issue_lines
 from dflash_doctor.runner import run_check
 from tests.conftest import REPO, target_cfg
@@ -76,9 +76,9 @@ def facts_of(
         drafter=Fact.of(parse_drafter_config(QWEN3_DRAFTER.read_bytes(), str(QWEN3_DRAFTER))),
     )
     if runtime is not None:
-        facts.runtime = Fact.of(runtime, "http")
+        facts = facts.model_copy(update={"runtime": Fact.of(runtime, "http")})
     if bench is not None:
-        facts.bench = Fact.of(bench, "bench")
+        facts = facts.model_copy(update={"bench": Fact.of(bench, "bench")})
     return facts
 
 
@@ -178,7 +178,7 @@ def test_dfd170_survives_hostile_kwargs(value: str) -> None:
 def test_dfd170_clean_for_a_drafter_trained_with_thinking() -> None:
     args = launch_of("0.5.23", argv_of("Qwen/Qwen3.5-27B", "z-lab/Qwen3.5-27B-DFlash"))
     facts = facts_of("0.5.23", args, hybrid_target())
-    facts.drafter = Fact.missing("not read")
+    facts = facts.model_copy(update={"drafter": Fact.missing("not read")})
     assert judge("DFD171", facts).status == "passed"
 
 
@@ -329,9 +329,11 @@ def test_dfd172_passes_without_prefix_reuse_and_skips_without_a_probe() -> None:
     args = launch_of("0.5.23", argv_of("m", "d"))
     facts = facts_of("0.5.23", args, hybrid_target(), bench=probe_bench(uncached))
     assert judge("DFD173", facts).status == "passed"
-    facts.bench = Fact.of(probe_bench(uncached).model_copy(update={"prefix_probe": None}))
+    facts = facts.model_copy(
+        update={"bench": Fact.of(probe_bench(uncached).model_copy(update={"prefix_probe": None}))}
+    )
     assert judge("DFD173", facts).status == "skipped"
-    facts.bench = Fact()
+    facts = facts.model_copy(update={"bench": Fact()})
     assert judge("DFD173", facts).reason == "needs check --bench"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from dflash_doctor.facts import log_filter
-from dflash_doctor.facts.log_filter import AcceptCache, find_mark, probe_index
+from dflash_doctor.on_host import log_filter
+from dflash_doctor.on_host.log_filter import AcceptCache, find_mark, probe_index
 
 PIECES = [b"L", b"_", b"DF", b"DFLAS", b"DFLASH", b"speculative", b"speculative_algorithm"]
 PIECES += [b"x", b"\n", b"LLLLLLLLLL", b"__________", b"Overriding the draft model's"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_doctor.facts import log_filter
 from dflash_doctor.facts.log_patterns import LogFormat, of_kind, pattern, patterns, releases
+from dflash_doctor.on_host import log_filter
 
 WHEELS = Path("/work/wheels/src")
 # slow_max_running_48 is read from the server_args dump (log_filter.MARKS says why);

@@ -10,10 +10,11 @@ import pytest
 from bench.gen_log import HEADER, decode_line, lines, profile_chunks
 from dflash_doctor.checks import CATALOG
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts import log_filter, server_log
+from dflash_doctor.facts import server_log
 from dflash_doctor.facts.accept_drop import sustained_drop
 from dflash_doctor.facts.log_patterns import pattern
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
+from dflash_doctor.on_host import log_filter
 from dflash_doctor.runner import run_check
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, drafter_cfg, host_facts
 from tests.facts.test_log_patterns import render

@@ -9,7 +9,7 @@ from dflash_doctor.facts import sglang_options as so
 from dflash_doctor.facts.launch import FLAG_BY_NAME, LAUNCH_FIELDS
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.server_log import SERVER_ARGS_KEYS
-from dflash_doctor.facts.sglang_args import KEYS, SGLANG_FIELDS
+from dflash_doctor.on_host.sglang_args import KEYS, SGLANG_FIELDS
 from dflash_doctor.sglang_versions import WINDOW_FLAGS
 from dflash_doctor.shipped import script_source
 from tests.conftest import REPO
@@ -80,7 +80,7 @@ def test_no_other_module_keeps_a_copy_of_the_field_names() -> None:
 
 
 def test_the_shipped_script_is_still_self_contained() -> None:
-    tree = ast.parse(script_source("facts/sglang_args.py"))
+    tree = ast.parse(script_source("on_host/sglang_args.py"))
     imported = {
         (n.module or "") if isinstance(n, ast.ImportFrom) else a.name
         for n in ast.walk(tree)

@@ -1,4 +1,4 @@
-"""vLLM's /version and /metrics as the shipped client asks them (facts/server_http.py ops
+"""vLLM's /version and /metrics as the shipped client asks them (on_host/server_http.py ops
 `version`, `vllm_metrics`) from a real HTTP server on 127.0.0.1, then typed
 (facts/vllm_metrics.py): the counters of a good answer, and one line for a hostile one."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from dflash_doctor.errors import FactError
-from dflash_doctor.facts import server_http
 from dflash_doctor.facts.vllm_metrics import parse_vllm_runtime, spec_decode
+from dflash_doctor.on_host import server_http
 
 LABELS = 'engine="0",model_name="m"'
 GOOD = "\n".join(

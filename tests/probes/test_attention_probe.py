@@ -403,7 +403,8 @@ def test_missing_matplotlib_refused_before_the_run(tmp_path: Path) -> None:
 
 
 def test_budget_default_matches_the_script() -> None:
-    from dflash_doctor.probes import attention_probe, runner
+    from dflash_doctor.on_host import attention_probe
+    from dflash_doctor.probes import runner
 
     assert runner.DEFAULT_BUDGET_MIB == attention_probe.DEFAULT_BUDGET_MIB
     assert runner.DEFAULT_AGREEMENT_TOKENS == attention_probe.DEFAULT_AGREEMENT_TOKENS

@@ -8,6 +8,7 @@ through `paramiko.SFTPClient._request` / `_async_request`. The counters call the
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import subprocess
@@ -60,15 +61,23 @@ def _no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count remote executions and SFTP requests as the real client makes them."""
+    """Count remote executions and SFTP requests as the real client makes them, and name
+    each read the bundle did not answer (`missed: read /path`): a gathering that costs more
+    than one round trip says which read of which finder the bundle's plan lacks."""
     seen: Counter[str] = Counter()
     open_channel = SSHTransport._open_channel
+    missed = PrefetchTransport._missed
+
+    def counted_miss(self: PrefetchTransport, what: str) -> None:
+        seen[f"missed: {what}"] += 1
+        missed(self, what)
+
     # private to paramiko (no stub): the two calls every SFTP request goes through
     request = paramiko.SFTPClient._request  # type: ignore[attr-defined]
     async_request = paramiko.SFTPClient._async_request  # type: ignore[attr-defined]
 
     def counted_open(self: SSHTransport, argv: list[str], timeout: float, *rest: Any) -> Any:
-        seen["exec"] += 1  # `rest`: the stdin of a file write (transport/safe_files.py)
+        seen["exec"] += 1  # `rest`: the stdin of a file write (on_host/safe_files.py)
         return open_channel(self, argv, timeout, *rest)
 
     def counted_request(self: paramiko.SFTPClient, *args: Any) -> Any:
@@ -80,6 +89,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return async_request(self, *args)
 
     monkeypatch.setattr(SSHTransport, "_open_channel", counted_open)
+    monkeypatch.setattr(PrefetchTransport, "_missed", counted_miss)
     monkeypatch.setattr(paramiko.SFTPClient, "_request", counted_request)
     monkeypatch.setattr(paramiko.SFTPClient, "_async_request", counted_async)
     return seen
@@ -127,6 +137,8 @@ def test_with_no_room_in_the_bundle_every_read_is_a_round_trip(
     remote = check_host(spec, ssh=ssh_options)
     assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
     assert trips["exec"] == 1 and trips["sftp"] >= 40
+    # each named: a missed read costs several SFTP requests (open, stat, read, close)
+    assert sum(n for k, n in trips.items() if k.startswith("missed: ")) >= 10
 
 
 def test_secret_values_never_leave_the_host(sshd, ssh_options) -> None:  # type: ignore[no-untyped-def]
@@ -360,7 +372,7 @@ def test_the_bundle_runs_a_server_interpreter_only_where_host_exec_would(
     parse) only when host_exec's rules trust it, exactly as the doctor's own call would."""
     if os.geteuid() != 0:
         pytest.skip("needs root to give files away")
-    from dflash_doctor import host_exec_rules
+    from dflash_doctor.on_host import host_exec_rules
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -420,16 +432,16 @@ def test_host_answers_never_name_a_file_the_doctor_reads() -> None:
         "runs": [],
         "streams": [
             {"script": "../../../../../etc/shadow", "args": [], "rc": 0, "out": "", "err": ""},
-            {"script": "facts/log_filter.py", "args": ["/x"], "rc": 0, "out": "", "err": ""},
+            {"script": "on_host/log_filter.py", "args": ["/x"], "rc": 0, "out": "", "err": ""},
         ],
     }
-    answers = prefetch.Answers.parse(json.dumps(doc).encode(), {"facts/log_filter.py": "SRC"})
+    answers = prefetch.Answers.parse(json.dumps(doc).encode(), {"on_host/log_filter.py": "SRC"})
     assert answers.error is None
     assert list(answers.streams) == [("-c", "SRC", "/x")]
     assert prefetch.Answers.parse(json.dumps(doc).encode()).streams == {}
 
 
-@pytest.mark.parametrize("module", ["host_exec_rules.py", "facts/server_address.py"])
+@pytest.mark.parametrize("module", ["on_host/host_exec_rules.py", "on_host/server_address.py"])
 def test_shipped_modules_are_stdlib_python_3_8(module: str) -> None:
     import ast
 
@@ -481,9 +493,9 @@ def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> 
     from the rule as data: the same words, so the answer is the one gathering asks for."""
     import json
 
+    from dflash_doctor.on_host.bundle_script import redactor
     from dflash_doctor.prefetch_plan import argv_redaction
     from dflash_doctor.redact import redact_argv
-    from dflash_doctor.transport.bundle_script import redactor
 
     redact = redactor(json.loads(json.dumps(argv_redaction())))
     assert redact(argv) == redact_argv(argv)
@@ -492,7 +504,7 @@ def test_the_bundle_hides_launch_secrets_as_the_doctor_does(argv: list[str]) -> 
 def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: Path) -> None:
     """Started without the `timeout` wrapper, a command past its deadline is ended with every
     process it started (its session), and gives no answer: the transport then asks."""
-    from dflash_doctor.transport.bundle_script import Bundle
+    from dflash_doctor.on_host.bundle_script import Bundle
 
     pid_file = tmp_path / "child"
     script = f"sleep 60 & echo $! > {pid_file}; wait"
@@ -508,8 +520,8 @@ def test_a_bundle_command_ends_with_its_whole_session_at_the_deadline(tmp_path: 
 def test_a_command_that_cannot_start_is_worded_by_the_shell() -> None:
     """A missing command goes through the login shell and the bounded wrapper, as the SSH
     transport's own call would: the same status and the same words."""
+    from dflash_doctor.on_host.bundle_script import Bundle
     from dflash_doctor.transport.base import bounded_on_host
-    from dflash_doctor.transport.bundle_script import Bundle
 
     cfg = {"limits": dict(prefetch.LIMITS), "bounded_script": bounded_on_host(["x"], 1)[2]}
     bundle = Bundle(cfg)
@@ -547,7 +559,7 @@ def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[n
     spec = HostSpec.of(name="live", pid=proc.pid)  # no declared version: it must be found
     here = _Commands()
     local = gather(spec, here)
-    parse = script_source("facts/sglang_args.py")
+    parse = script_source("on_host/sglang_args.py")
     assert len([c for c in here.calls if parse in c]) == 1
     assert not [c for c in here.calls if VERSION_QUERY in c]
     assert local.sglang_version.value is not None, local.sglang_version.error
@@ -561,3 +573,26 @@ def test_the_servers_python_starts_once_for_parse_and_version(  # type: ignore[n
         transport.close()
     assert counted == {"exec": 1} and _misses(bundled) == [], (counted, _misses(bundled))
     assert remote.sglang_version == local.sglang_version
+
+
+def test_a_read_the_plan_lacks_is_named(
+    sshd: Any, ssh_options: Any, trips: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle reads by the finders' plan (finders/plan.py), sent as data: when the plan it
+    gets lacks a read (here: site-packages), the finder still reads it, through one more
+    round trip, and the count names that read; the facts stay the local ones."""
+    from dflash_doctor.finders import plan
+
+    declared = plan.reads
+
+    def without_site_packages() -> dict[str, Any]:
+        got = json.loads(json.dumps(declared()))
+        got["site"]["subdirs"] = ["dist-packages"]
+        return dict(got)
+
+    monkeypatch.setattr(plan, "reads", without_site_packages)
+    spec = load_recorded_host(str(DEMO_HOST)).model_copy(update={"address": sshd.address})
+    remote = check_host(spec, ssh=ssh_options)
+    assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
+    named = [k for k in trips if k.startswith("missed: list ") and k.endswith("/site-packages")]
+    assert named and trips["sftp"] >= 1, dict(trips)

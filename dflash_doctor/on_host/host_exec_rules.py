@@ -2,7 +2,7 @@
 
 Stdlib only, Python 3.8+, imports nothing from dflash_doctor: `host_exec.py` applies these
 rules through the transport (one command per question), and the bundle that gathers a
-remote host in one execution (`transport/bundle_script.py`) ships this file and applies the
+remote host in one execution (`on_host/bundle_script.py`) ships this file and applies the
 same rules on the host, asking the same questions with the same argv in the same order. So
 the bundle runs an interpreter only where the doctor itself would, and every answer it
 records is the one the doctor's own question would get (`transport/prefetch.py` replays

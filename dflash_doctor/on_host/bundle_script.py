@@ -48,8 +48,6 @@ VERSION = 1
 # (OpenSSH sftp-server errno_to_portable); any other error is left to a real call.
 NO_FILE = (2, 20, 9, 40)  # ENOENT, ENOTDIR, EBADF, ELOOP
 DENIED = (1, 13, 14)  # EPERM, EACCES, EFAULT
-HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-PYTHON = re.compile(r"(^|/)python[0-9.]*$")
 
 
 def _error(e: OSError) -> str | None:
@@ -137,6 +135,13 @@ class Bundle:
         # Python -> the sglang versions of the dist-infos beside it (gather asks the
         # interpreter itself unless there is exactly one).
         self.dist_versions: dict[str, set[str]] = {}
+        # What the finders read (finders/plan.py), as data: the same hub caches, site
+        # directories and process files, never a copy kept here.
+        reads = cfg.get("reads") or {}
+        self.hub: dict[str, Any] = reads.get("hub") or {}
+        self.site: dict[str, Any] = reads.get("site") or {}
+        self.process: dict[str, Any] = reads.get("process") or {}
+        self.python_word = re.compile(self.process.get("python_word") or "(?!)")
 
     def module(self, name: str) -> Any:
         """Compiled on first use: a recorded tree's bundle runs no interpreter and needs none."""
@@ -475,16 +480,15 @@ class Bundle:
         return env
 
     def hub_dirs(self, env: dict[str, str]) -> list[str]:
-        """The same list, in the same order, as finders/models.hub_dirs."""
-        dirs = []
-        for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-            if key in env:
-                dirs.append(env[key])
-        for home in (env.get("HF_HOME"), self.cfg.get("hf_home")):
+        """finders/models.hub_dirs, from the same table (plan.HUB)."""
+        hub = self.hub
+        dirs = [env[key] for key in hub["cache_env"] if key in env]
+        for home in (env.get(hub["home_env"]), self.cfg.get("hf_home")):
             if home:
-                dirs.append(posixpath.join(home, "hub"))
-        dirs.append(posixpath.join(env.get("HOME", "/root"), ".cache/huggingface/hub"))
-        return dirs
+                dirs.append(posixpath.join(home, hub["home_cache"]))
+        user = env.get(hub["user_env"], hub["user_default"])
+        dirs.append(posixpath.join(user, hub["user_cache"]))
+        return list(dict.fromkeys(dirs))
 
     def _config_file(self, path: str) -> None:
         data = self.read(path, self.limits["config"])
@@ -506,7 +510,8 @@ class Bundle:
             self._config_file(model)
             return
         local = posixpath.join(model, "config.json")
-        if not HF_REPO.match(model) or model.startswith((".", "/")):
+        hub = self.hub
+        if not re.match(hub["repo_id"], model) or model.startswith((".", "/")):
             self._config_file(local)
             return
         entry = self.stat(local)
@@ -514,32 +519,35 @@ class Bundle:
             self._config_file(local)
             return
         org, name = model.split("/", 1)
-        for hub in hubs:
-            repo = posixpath.join(hub, f"models--{org}--{name}")
-            snapshots = self.listdir(posixpath.join(repo, "snapshots"))
+        for cache in hubs:
+            repo = posixpath.join(cache, hub["repo_dir"].format(org=org, name=name))
+            snapshots = self.listdir(posixpath.join(repo, hub["snapshot_dir"]))
             if snapshots is None:
                 continue
-            ref = self.read(posixpath.join(repo, "refs/main"), 256)
+            ref = self.read(posixpath.join(repo, hub["ref"]), int(hub["ref_bytes"]))
             rev = ref.decode("ascii", "replace").strip() if ref is not None else None
             if rev not in snapshots:
                 rev = snapshots[-1] if snapshots else None
             if rev:
-                self._config_file(posixpath.join(repo, "snapshots", rev, "config.json"))
+                self._config_file(posixpath.join(repo, hub["snapshot_dir"], rev, "config.json"))
                 return
 
     def dist_info(self, python: str) -> None:
         """The listings of finders/version.dist_infos, plus the files found there.
 
         Every site directory is listed, as gather does: two sglang dist-infos are ambiguous."""
-        lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), "lib")
+        plan = self.site
+        lib = posixpath.join(posixpath.dirname(posixpath.dirname(python)), plan["lib"])
         versions = self.dist_versions.setdefault(python, set())
-        for py in [d for d in self.listdir(lib) or [] if d.startswith("python3")]:
-            for sub in ("site-packages", "dist-packages"):
+        listed = [d for d in self.listdir(lib) or [] if d.startswith(plan["python_prefix"])]
+        for py in listed[: int(plan["max_pythons"])]:
+            for sub in plan["subdirs"]:
                 site = posixpath.join(lib, py, sub)
-                entries = self.listdir(site) or []
-                found = [e for e in entries if re.fullmatch(r"sglang-([^-]+)\.dist-info", e)]
-                for entry in found:
-                    versions.add(entry[len("sglang-") : -len(".dist-info")])
+                for entry in self.listdir(site) or []:
+                    m = re.fullmatch(plan["sglang_dist_info"], entry)
+                    if m is None:
+                        continue
+                    versions.add(m.group(1))
                     self.read(posixpath.join(site, entry, "METADATA"), self.limits["file"])
                     for rel in self.cfg.get("site_files", []):
                         self.read(posixpath.join(site, rel), self.limits["source"])
@@ -589,34 +597,37 @@ class Bundle:
         envs: list[dict[str, str]] = [{}]
         pythons: list[str] = []
         refs: list[str] = list(cfg.get("models", []))
+        proc_files = self.process["files"]
         for pid in self.candidates()[: self.limits["processes"]]:
             if pid in mine:
                 self.files[self.path(f"/proc/{pid}/cmdline")] = {"err": "nofile"}
                 continue
-            cmdline = self.read(f"/proc/{pid}/cmdline", self.limits["file"])
+            cmdline = self.read(f"/proc/{pid}/cmdline", proc_files["cmdline"])
             if cmdline is None or b"sglang" not in cmdline:
                 continue
             argv = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0")]
             if argv and argv[-1] == "":
                 argv.pop()  # as facts/launch.parse_cmdline reads it
-            self.read(f"/proc/{pid}/status", self.limits["file"])
-            # Whether the server runs in a container (finders' container discovery).
-            self.read(f"/proc/{pid}/cgroup", self.limits["file"])
-            env = self.environ(pid, self.limits["file"])
+            # The rest the finders read of a server process (its owner in `status`, its
+            # container or unit in `cgroup`), in the plan's order.
+            for name, limit in proc_files.items():
+                if name != "cmdline":
+                    self.read(f"/proc/{pid}/{name}", limit)
+            env = self.environ(pid, self.process["environ"])
             envs.append(env)
             start = self.launcher_index(argv)
             if start is None:
                 continue
             servers.append((pid, argv, start, env))
-            for fd in (1, 2):
+            for fd in self.process["log_fds"]:
                 self.readlink(f"/proc/{pid}/fd/{fd}")
-            pythons += [a for a in argv[: max(start - 1, 0)] if PYTHON.search(a)][:1]
+            pythons += [a for a in argv[: max(start - 1, 0)] if self.python_word.search(a)][:1]
             refs += self.model_refs(argv[start:])
         if servers:
             self.read("/proc/1/cgroup", self.limits["file"])  # this machine's own container
         words = self.launch_file_words()
         refs += self.model_refs(words)
-        pythons += [w for w in words if PYTHON.search(w)]
+        pythons += [w for w in words if self.python_word.search(w)]
         hubs = []
         for env in envs:
             hubs += [h for h in self.hub_dirs(env) if h not in hubs]
@@ -639,6 +650,10 @@ class Bundle:
             self.ask_server(*server)
         self.wait()
 
+    def python_in(self, words: list[str]) -> str | None:
+        """The first interpreter word (facts/launch.PYTHON_WORD, from the plan)."""
+        return next((w for w in words if self.python_word.search(w)), None)
+
     def launch_file_words(self) -> list[str]:
         """The declared launch file's words (read and kept as an answer); none without one."""
         if not self.cfg.get("launch_file"):
@@ -653,7 +668,7 @@ class Bundle:
         """The declared log, else the server's stdout or stderr when that is a file."""
         log: str | None = self.cfg.get("log_path")
         if not log and pid is not None:
-            for fd in (1, 2):
+            for fd in self.process["log_fds"]:
                 target = self.links.get(self.path(f"/proc/{pid}/fd/{fd}"))
                 if isinstance(target, str) and target.startswith("/") and target[:5] != "/dev/":
                     log = target
@@ -706,7 +721,7 @@ class Bundle:
         parsed_by = None
         if native:
             head = argv[: max(start - 1, 0)]
-            python = next((a for a in head if PYTHON.search(a)), None) or cfg.get("python")
+            python = self.python_in(head) or cfg.get("python")
             passed = {k: env[k] for k in native["env_keys"] if k in env}
             prefix = self.prefix(python, pid, passed)
             if prefix is not None:
@@ -716,7 +731,7 @@ class Bundle:
                 self.background([*prefix, "-c", native["source"], json.dumps(server_argv)], 120)
                 parsed_by = python
         query = cfg.get("version_query")
-        python = cfg.get("python") or next((a for a in argv[: start - 1] if PYTHON.search(a)), None)
+        python = cfg.get("python") or self.python_in(argv[: start - 1])
         # The parse's answer carries the installed version of that interpreter: gathering
         # asks the query only of another one (gather._asker), so the bundle does too.
         asked = python != parsed_by

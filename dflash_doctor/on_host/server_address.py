@@ -1,9 +1,9 @@
 """Where a live server listens, from its launch argv; and the request the host's client gets.
 
 Stdlib only, Python 3.8+, imports nothing from dflash_doctor: `facts/runtime.py` uses it, and
-the bundle that gathers a remote host in one execution (`transport/bundle_script.py`) ships
+the bundle that gathers a remote host in one execution (`on_host/bundle_script.py`) ships
 it, so both derive the same address from the server's argv and build the same request for
-the shipped HTTP client (`facts/server_http.py`), byte for byte.
+the shipped HTTP client (`on_host/server_http.py`), byte for byte.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 DEFAULT_PORT = 30000
 # Where the server listens: a wildcard bind is reached on loopback.
 _WILDCARD = {"0.0.0.0", "::", "", "[::]"}
-# What every check of a live host asks its server (facts/server_http.py operations).
+# What every check of a live host asks its server (on_host/server_http.py operations).
 RUNTIME_OPS = [{"op": "info"}, {"op": "metrics"}]
 # A short timeout: this runs on every check of a live host.
 RUNTIME_TIMEOUT_S = 10.0

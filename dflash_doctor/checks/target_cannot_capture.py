@@ -1,24 +1,12 @@
-"""Checks that the drafter can be wired to the target: mask token, hidden-state capture."""
+"""DFD129: the host's SGLang cannot tap hidden states from the target's architecture."""
 
 from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, check
-from dflash_doctor.checks.views import (
-    config_evidence,
-    drafter,
-    require_dflash,
-    version_evidence,
-)
+from dflash_doctor.checks.views import require_dflash, target_evidence, version_evidence
 from dflash_doctor.facts.capture_hooks import HOOK, capture_support, release_key
 from dflash_doctor.facts.models import HostFacts
 
-# speculative/dflash_worker.py 0.5.11:451-458 (0.5.14+ dflash_worker_v2.py, 0.5.23:1402-1408),
-# raised from the worker's __init__ (0.5.11:183, 0.5.23:533): compared with the target
-# ModelConfig's vocab_size (the text config's `vocab_size`).
-MASK_REFUSAL = (
-    "DFLASH mask_token_id is outside the target vocab size. mask_token_id={mid}, "
-    "vocab_size={vocab}."
-)
 # The missing-hook refusal, per version (text split over two source lines in both).
 # 0.5.11-0.5.15.post1: model_executor/model_runner.py 0.5.11:825-829, 0.5.15:1056-1060.
 # 0.5.16-0.5.23: model_runner_components/attention_backend_setup.py 0.5.16:58-65, 0.5.23:65-71.
@@ -30,66 +18,6 @@ HOOK_REFUSAL_NEW = (
     "Model {arch} implements neither set_dspark_layers_to_capture nor "
     "set_dflash_layers_to_capture, one of which is required for DFLASH/DSPARK."
 )
-
-
-def _target_evidence(path: str, key: str, text: str, line: int | None) -> Evidence:
-    return Evidence(kind="config", text=text, file=path, line=line, key=key)
-
-
-@check("DFD128", "mask-token-outside-vocab", Severity.ERROR, needs=("drafter", "target"))
-def mask_token_outside_vocab(facts: HostFacts) -> list[Finding]:
-    """The drafter's `dflash_config.mask_token_id` is not a token of the target's vocabulary.
-
-    **What it finds.** `dflash_config.mask_token_id` is at or above the target's
-    `vocab_size` (the text config's, as SGLang's ModelConfig reads it).
-
-    **Why it hurts.** SGLang stops at startup with `DFLASH mask_token_id is outside the
-    target vocab size. ... SGLang does not support resizing target embeddings for DFLASH
-    yet.`: the drafter was built for a target with a larger (extended) vocabulary.
-
-    **Example.** A drafter with `mask_token_id` 151669 served on a target whose
-    `vocab_size` is 151643.
-
-    **How to fix.** Use the drafter released for this target (its mask token must be one
-    of the target's tokens), or the target checkpoint the drafter was trained on.
-
-    **Fix safety.** Manual: it changes a model.
-
-    **Versions.** Every release 0.5.11-0.5.23 refuses it at startup
-    (speculative/dflash_worker.py 0.5.11:513-518; speculative/dflash_worker_v2.py
-    0.5.23:1463-1468).
-    """
-    require_dflash(facts)
-    cfg = drafter(facts)
-    target = facts.target.value
-    assert target is not None
-    if cfg.mask_token_id is None:
-        raise Skip(
-            "the drafter sets no dflash_config.mask_token_id; SGLang resolves it from the "
-            "target's tokenizer, which is not read"
-        )
-    if target.vocab_size is None:
-        raise Skip("the target config declares no vocab_size")
-    if cfg.mask_token_id < target.vocab_size:
-        return []
-    return [
-        mask_token_outside_vocab.finding(
-            title="Drafter's mask_token_id is outside the target's vocabulary",
-            message="SGLang refuses to start: `"
-            + MASK_REFUSAL.format(mid=cfg.mask_token_id, vocab=target.vocab_size)
-            + "`",
-            evidence=[
-                config_evidence(cfg, "mask_token_id", f"mask_token_id={cfg.mask_token_id}"),
-                _target_evidence(
-                    target.path,
-                    "vocab_size",
-                    f"target vocab_size={target.vocab_size}",
-                    target.key_lines.get("vocab_size"),
-                ),
-            ],
-            fixes=[Fix(action="manual", note="use the drafter trained for this target model")],
-        )
-    ]
 
 
 @check(
@@ -171,11 +99,10 @@ def target_cannot_capture(facts: HostFacts) -> list[Finding]:
             title=f"SGLang {version} cannot capture DFLASH hidden states from {arch}",
             message=f"SGLang refuses to start: `{template.format(arch=arch)}` ({source}).",
             evidence=[
-                _target_evidence(
-                    target.path,
+                target_evidence(
+                    target,
                     "architectures",
                     f"target architectures={target.architectures}",
-                    target.key_lines.get("architectures"),
                 ),
                 version_evidence(facts),
                 *host_evidence,
