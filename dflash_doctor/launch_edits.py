@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 # The fix actions `dflash-doctor fix` edits into a launch; every other one is a manual step.
 EDITABLE = ("set_flag", "remove_flag", "replace_flag")
+# The ones it edits into a vLLM launch (fix/vllm_edits.py): a `--speculative-config` key, a
+# variable the server starts with.
+VLLM_EDITABLE = ("set_key", "remove_key", "rename_key", "set_env")
 # The launch kinds whose launch is a file on the host that `fix` edits in place.
 FILE_BACKED_KINDS = frozenset({"script", "systemd", "compose"})
 

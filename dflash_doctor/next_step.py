@@ -11,16 +11,21 @@ import shlex
 
 from dflash_doctor.checks.base import Finding
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
-from dflash_doctor.launch_edits import EDITABLE, Edit, edit_argv, file_backed
+from dflash_doctor.launch_edits import EDITABLE, VLLM_EDITABLE, Edit, edit_argv, file_backed
 
-# Fix actions `dflash-doctor fix` edits into the launch source.
+# Fix actions `dflash-doctor fix` edits into the launch source (SGLang's flags; a vLLM
+# launch's `--speculative-config` keys and variables).
 _AUTOMATED = EDITABLE
+_ANY_ENGINE: tuple[str, ...] = (*EDITABLE, *VLLM_EDITABLE)
 
 
-def automated(findings: list[Finding]) -> bool:
-    """Whether `fix --apply` has anything to change for these findings."""
+def automated(findings: list[Finding], facts: HostFacts | None = None) -> bool:
+    """Whether `fix --apply` has anything to change for these findings. A vLLM launch's
+    edits count only where a launch file holds them (a bare process has no file to edit)."""
+    vllm = facts.vllm_launch.value if facts is not None else None
+    editable = _ANY_ENGINE if vllm is not None and vllm.kind != "process" else _AUTOMATED
     return any(
-        fix.action in _AUTOMATED
+        fix.action in editable
         for f in findings
         if f.suppressed is None
         for fix in f.fixes

@@ -32,7 +32,20 @@ class Evidence(BaseModel):
     key: str | None = None
 
 
-FixAction = Literal["set_flag", "remove_flag", "replace_flag", "upgrade_sglang", "manual"]
+# `set_key`, `remove_key`, `rename_key`: one key of a JSON option, named by vLLM's own dotted
+# spelling (`--speculative-config.num_speculative_tokens`; `value`: the JSON value, or the
+# new key's name); `set_env`: the variable `flag` set to `value` where the launch sets it.
+FixAction = Literal[
+    "set_flag",
+    "remove_flag",
+    "replace_flag",
+    "upgrade_sglang",
+    "manual",
+    "set_key",
+    "remove_key",
+    "rename_key",
+    "set_env",
+]
 
 
 class Fix(BaseModel):
@@ -54,6 +67,14 @@ class Fix(BaseModel):
         if self.action == "replace_flag":
             value = f" {self.value}" if self.value is not None else ""
             return f"replace {self.replaces} with {self.flag}{value}"
+        if self.action in ("set_key", "remove_key", "rename_key") and self.flag:
+            option, _, key = self.flag.partition(".")
+            if self.action == "remove_key":
+                return f"remove {key} from {option}"
+            verb = f"set {key} to" if self.action == "set_key" else f"rename {key} to"
+            return f"{verb} {self.value} in {option}"
+        if self.action == "set_env":
+            return f"set {self.flag}={self.value} where the launch sets it"
         if self.action == "upgrade_sglang":
             return f"upgrade SGLang to {self.value} or newer"
         return self.note or "manual change"

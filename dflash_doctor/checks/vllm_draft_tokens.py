@@ -35,7 +35,9 @@ def vllm_draft_tokens_vs_block_size(facts: HostFacts) -> list[Finding]:
     "num_speculative_tokens": 16}`: vLLM drafts a 17-token block.
 
     **How to fix.** Set `num_speculative_tokens` to the drafter's `block_size - 1` in
-    `--speculative-config` and relaunch.
+    `--speculative-config` and relaunch. `dflash-doctor fix` edits the value where vLLM
+    reads it: `--spec-tokens`, a dotted `--speculative-config.num_speculative_tokens`, or
+    the JSON inside the `--speculative-config` word, in that word's own quoting.
 
     **Fix safety.** Safe: it is the block the drafter was trained on. A smaller value is
     a deliberate trade (less draft work on a busy server) and may be kept: that case is
@@ -87,14 +89,19 @@ def vllm_draft_tokens_vs_block_size(facts: HostFacts) -> list[Finding]:
                     cfg, cfg.block_size_key or "block_size", f"block_size={cfg.block_size}"
                 ),
             ],
-            fixes=[
-                Fix(
-                    action="manual",
-                    note=f'set "num_speculative_tokens": {want} in --speculative-config',
-                )
-            ],
+            fixes=[_fix(want, severity)],
         )
     ]
+
+
+def _fix(want: int, severity: Severity) -> Fix:
+    """The edit `fix` makes (more proposals than trained); a smaller value is left to
+    its owner (a deliberate trade), as a manual step."""
+    note = f'set "num_speculative_tokens": {want} in --speculative-config'
+    if severity is Severity.INFO:
+        return Fix(action="manual", note=note)
+    key = "--speculative-config.num_speculative_tokens"
+    return Fix(action="set_key", flag=key, value=str(want))
 
 
 def _positions(n: int) -> str:

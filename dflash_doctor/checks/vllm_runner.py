@@ -55,8 +55,11 @@ def vllm_v1_runner_forced(facts: HostFacts) -> list[Finding]:
     **Example.** `export VLLM_USE_V2_MODEL_RUNNER=0` kept from an EAGLE deployment, now
     serving `z-lab/gemma-4-31B-it-DFlash` (five sliding layers, one full).
 
-    **How to fix.** Unset `VLLM_USE_V2_MODEL_RUNNER` (vLLM picks the runner the drafter
-    needs) or set it to `1`, and relaunch.
+    **How to fix.** Set `VLLM_USE_V2_MODEL_RUNNER` to `1` (or unset it: vLLM picks the
+    runner the drafter needs), and relaunch. `dflash-doctor fix` sets it to `1` where the
+    launch script assigns it (`export`, a plain assignment, the command's own prefix) or
+    in the unit's `Environment=`; set elsewhere (an `EnvironmentFile=`, a sourced file, the
+    process's parent), it is a manual step.
 
     **Fix safety.** Safe: the V2 runner is the one vLLM itself picks for these drafters;
     it is the only runner from 0.34.0.
@@ -132,5 +135,5 @@ def _refused(launch: VllmLaunch, value: str, why: str, more: list[Evidence]) -> 
         title="vLLM will not start this DFlash server",
         message=why,
         evidence=[vllm_flag_evidence(launch, RUNNER_ENV, f"{RUNNER_ENV}={value}"), *more],
-        fixes=[Fix(action="manual", note=f"unset {RUNNER_ENV} (or set it to 1) and relaunch")],
+        fixes=[Fix(action="set_env", flag=RUNNER_ENV, value="1")],
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Unjudged, check
 from dflash_doctor.checks.vllm_views import vllm_flag_evidence
 from dflash_doctor.facts.models import HostFacts
@@ -30,9 +32,13 @@ def vllm_speculative_config_unknown_key(facts: HostFacts) -> list[Finding]:
     "num_spec_tokens": 15}'`.
 
     **How to fix.** Spell the key as the release names it (`num_speculative_tokens`), or
-    remove it, and relaunch.
+    remove it, and relaunch. `dflash-doctor fix` renames a key that is one slip from
+    exactly one key the release accepts (and the launch does not give already), and
+    removes any other; the edit is made inside the JSON, where vLLM reads it.
 
-    **Fix safety.** Safe: the server cannot start with the key.
+    **Fix safety.** Safe: the server cannot start with the key. A removed key's setting
+    is lost (vLLM never read it); `fix --apply` re-checks and rolls back when the
+    relaunched server does not come up.
 
     **Versions.** The keys of every release read, 0.27.1-0.34.0, are data
     (dflash_doctor/data/vllm_speculative.json, scripts/gen_vllm_speculative.py) read from
@@ -64,6 +70,20 @@ def vllm_speculative_config_unknown_key(facts: HostFacts) -> list[Finding]:
             message=f"{scope} accepts no key {', '.join(repr(k) for k in unknown)}: "
             "SpeculativeConfig forbids extra keys (a ValidationError at start-up)",
             evidence=evidence,
-            fixes=[Fix(action="manual", note="correct or remove the key in --speculative-config")],
+            fixes=[_fix(k, keys, launch.speculative.keys) for k in unknown],
         )
     ]
+
+
+def _fix(key: str, accepted: frozenset[str], given: list[str]) -> Fix:
+    """Rename a key one slip away from exactly one accepted key the launch does not give
+    already (`num_speculative_token`); otherwise remove it."""
+    option = f"--speculative-config.{key}"
+    close = difflib.get_close_matches(key, sorted(accepted), n=2, cutoff=CLOSE)
+    if len(close) == 1 and close[0] not in given:
+        return Fix(action="rename_key", flag=option, value=close[0])
+    return Fix(action="remove_key", flag=option)
+
+
+# How alike a key must be to one vLLM accepts to be read as its misspelling (difflib ratio).
+CLOSE = 0.8

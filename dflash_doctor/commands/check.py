@@ -109,7 +109,7 @@ def _next_step(
             how_to = describe_relaunch(spec, written, written.source if written else None, refused)
             pending += f" ({how_to})"
         return NextStep(pending_relaunch=pending)
-    if how is not None and automated(host_report.findings):
+    if how is not None and automated(host_report.findings, facts):
         return NextStep(
             fix_command=fix_command(how, given),
             fix_file=launch_place(

@@ -130,8 +130,9 @@ def _scan(args: list[str]) -> tuple[dict[str, str], dict[str, dict[str, Any]], d
         if dot:
             dotted.setdefault(field, {})[key.replace("-", "_")] = _dotted_value(inline)
         else:
+            # A dotted key wins wherever it stands: vLLM appends the gathered object after
+            # every other argument (vllm/utils/argparse_utils.py 0.34.0:497-500).
             values[field] = inline
-            dotted.pop(field, None)
         i += 1
     return values, dotted, where
 
@@ -241,9 +242,15 @@ def _typed(config: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> VllmSpeculative:
-    """The speculative config as vLLM builds it from the JSON (or dotted keys) and the
-    `--spec-*` shorthands."""
+def speculative_object(argv: list[str]) -> dict[str, Any]:
+    """The `--speculative-config` object a vLLM command line gives (the JSON or its dotted
+    keys, dashes as underscores, with the `--spec-*` shorthands merged in): what `fix`
+    compares after an edit, key by key."""
+    values, dotted, _ = _scan(argv[vllm_args_start(argv) :])
+    return _merged(values, dotted)
+
+
+def _merged(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if "speculative_config" in dotted:
         config: Any = dotted["speculative_config"]
     elif "speculative_config" in values:
@@ -263,6 +270,14 @@ def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> Vl
                     "(vLLM refuses this launch)"
                 )
             config[key] = values[field]
+    out: dict[str, Any] = config
+    return out
+
+
+def speculative(values: dict[str, str], dotted: dict[str, dict[str, Any]]) -> VllmSpeculative:
+    """The speculative config as vLLM builds it from the JSON (or dotted keys) and the
+    `--spec-*` shorthands."""
+    config = _merged(values, dotted)
     typed: dict[str, Any] = {k: _typed(config, k, str) for k in _SPEC_STR}
     typed |= {k: _typed(config, k, int) for k in _SPEC_INT}
     for key in ("enable_adaptive_verification", "disable_eagle_block_drop"):

@@ -10,7 +10,7 @@ from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_
 from dflash_doctor.facts.models import Fact, ServerProcess
 from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.finders.plan import PROCESS
-from dflash_doctor.finders.vllm import runs_vllm_pid
+from dflash_doctor.finders.vllm import runs_vllm_pid, runs_vllm_text
 from dflash_doctor.host_exec import parse_status_ids
 from dflash_doctor.hosts import GatherHints
 from dflash_doctor.redact import redact_text
@@ -57,6 +57,8 @@ def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
     if hints.pid is not None:
         # A vLLM server's pid is the vLLM finder's (finders/vllm.py), not a wrong choice.
         return None if runs_vllm_pid(t, hints.pid) else given_pid(t, host, hints.pid)
+    if hints.server_port is None and vllm_launch_file(t, hints.launch_file):
+        return None  # the launch file starts vLLM's server: finders/vllm.py finds it
     servers = running_servers(t)
     if hints.server_port is not None:
         on_port = [s for s in servers if _port(s) == hints.server_port]
@@ -204,6 +206,23 @@ def outside_containers(t: Transport, servers: list[tuple[int, bytes]]) -> list[t
         return bare
     targets = ", ".join(f"docker://{n}" for n in dict.fromkeys(contained))
     raise FactError(f"the SGLang server runs in a Docker container: check {targets}")
+
+
+def vllm_launch_file(t: Transport, path: str | None) -> bool:
+    """Whether the launch file given starts vLLM's server and not SGLang's."""
+    if not path:
+        return False
+    try:
+        data = t.read_file(path, max_bytes=1 << 20)
+    except DoctorError:
+        return False
+    if not runs_vllm_text(data):
+        return False
+    try:
+        parse_launch_file(data, source=path, path=path)
+    except (DoctorError, ValidationError):
+        return True
+    return False
 
 
 def launch_file_port(t: Transport, path: str | None, service: str | None) -> int | None:

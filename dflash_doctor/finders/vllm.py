@@ -98,6 +98,27 @@ def _argv(raw: bytes) -> list[str]:
     return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
 
 
+def process_argv(t: Transport, pid: int) -> list[str] | None:
+    """Process `pid`'s command line; None when it cannot be read (it exited, another
+    user's)."""
+    try:
+        return _argv(t.read_file(f"/proc/{pid}/cmdline", max_bytes=MAX_CMDLINE_BYTES))
+    except DoctorError:
+        return None
+
+
+def vllm_server_on(t: Transport, argv: list[str]) -> int | None:
+    """The one running vLLM server that listens on the port `argv` (a vLLM command line)
+    names, or on vLLM's default; None when none or several do, or none can be listed."""
+    want = _port(argv) or VLLM_DEFAULT_PORT
+    try:
+        servers = vllm_servers(t)
+        found = [pid for pid, words in servers if (_port(words) or VLLM_DEFAULT_PORT) == want]
+    except DoctorError:
+        return None
+    return found[0] if len(found) == 1 else None
+
+
 def runs_vllm_pid(t: Transport, pid: int) -> bool:
     """Whether process `pid` runs a vLLM server (False when it cannot be read)."""
     try:

@@ -17,15 +17,18 @@ from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileExists, TransportError, UnsafeFile
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.facts.vllm_launch import parse_vllm_argv, runs_vllm
+from dflash_doctor.finders.vllm import VLLM_DEFAULT_PORT
 from dflash_doctor.fix import signals
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.journal import Journal, known_backup, open_journal
-from dflash_doctor.fix.launch_sources import LaunchSource, source_for
+from dflash_doctor.fix.launch_sources import LaunchSource, runs_vllm_launch, source_of
 from dflash_doctor.fix.plan import FixPlan
 from dflash_doctor.fix.run_as import RunAs, relaunch_as
 from dflash_doctor.gather import gather
 from dflash_doctor.host_exec import HostExec
 from dflash_doctor.hosts import HostSpec
+from dflash_doctor.launch_edits import VLLM_EDITABLE
 from dflash_doctor.launch_edits import describe_relaunch as describe_relaunch
 from dflash_doctor.redact import redact_text
 from dflash_doctor.runner import run_checks
@@ -113,7 +116,7 @@ class Applier:
 
     def kind(self, launch: LaunchArgs) -> LaunchSource:
         """The launch source `launch` is relaunched and described by."""
-        return self.launch_source or source_for(launch.kind)
+        return self.launch_source or source_of(launch)
 
     def step(self, name: str, **fields: object) -> None:
         """Record an apply step in the journal (nothing before the lock is taken)."""
@@ -338,7 +341,7 @@ class Applier:
             return 0
 
     def server_pid(self) -> int | None:
-        """The SGLang server in the session the doctor started, if it is up."""
+        """The server (SGLang's or vLLM's) in the session the doctor started, if it is up."""
         if self.started_session is None:
             return None
         try:
@@ -352,14 +355,17 @@ class Applier:
                 cmd = self.t.read_file((f"/proc/{int(word)}/cmdline"), max_bytes=1 << 20)
             except DoctorError:
                 continue
-            if b"launch_server" in cmd or b"sglang\0serve" in cmd:
+            if b"launch_server" in cmd or b"sglang\0serve" in cmd or _runs_vllm(cmd):
                 return int(word)
         return None
 
     def health_url(self, launch: LaunchArgs) -> str:
         if self.spec.fix.health_url:
             return self.spec.fix.health_url
-        port = 30000
+        # vLLM answers `/health` 200, 503 once its engine is dead
+        # (vllm/entrypoints/serve/instrumentator/health.py 0.27.1:22-33, 0.34.0:22-33), on
+        # its `--port`, 8000 by default (vllm/entrypoints/common/cli_args.py 0.34.0:296).
+        port = VLLM_DEFAULT_PORT if runs_vllm_launch(launch) else 30000
         for i, arg in enumerate(launch.argv):
             nxt = launch.argv[i + 1] if i + 1 < len(launch.argv) else ""
             if arg == "--port" and nxt.isascii() and nxt.isdigit() and len(nxt) <= 5:
@@ -729,10 +735,28 @@ def _followed(spec: HostSpec, launch: LaunchArgs, plan: FixPlan, new_pid: int | 
     """The host as it is after a relaunch: the old pid is gone, so the server is followed by
     the pid the doctor started, else (systemd, compose, a relaunch command) by the port the
     new launch listens on, never by a stale pid nor a pick among several servers."""
+    new = launch.model_copy(update={"argv": plan.new_argv or launch.argv})
+    if runs_vllm_launch(new):
+        # A vLLM server is judged from the running process (its command line, its
+        # environment, its /version), not from the file just written.
+        port = _vllm_port(new.argv) if new_pid is None else None
+        return spec.override(pid=new_pid, server_port=port, launch_file=None)
     if new_pid is not None:
         return spec.override(pid=new_pid, server_port=None)
-    port = server_address(launch.model_copy(update={"argv": plan.new_argv or launch.argv}))[1]
+    port = server_address(new)[1]
     return spec.override(pid=None, server_port=port)
+
+
+def _runs_vllm(cmdline: bytes) -> bool:
+    argv = [a.decode("utf-8", "replace") for a in cmdline.rstrip(b"\0").split(b"\0")]
+    return runs_vllm(argv)
+
+
+def _vllm_port(argv: list[str]) -> int:
+    try:
+        return parse_vllm_argv(argv, source="", kind="process").port or VLLM_DEFAULT_PORT
+    except DoctorError:
+        return VLLM_DEFAULT_PORT
 
 
 def _relaunch_verified(
@@ -779,7 +803,7 @@ def _still_failing(plan: FixPlan, new_facts: HostFacts) -> str | None:
     still = [
         r.check_id
         for r in run_checks(new_facts, plan.check_ids)
-        if any(x.action in EDITABLE for f in r.findings for x in f.fixes)
+        if any(x.action in (*EDITABLE, *VLLM_EDITABLE) for f in r.findings for x in f.fixes)
     ]
     if still:
         return f"after the relaunch {', '.join(still)} still fail"

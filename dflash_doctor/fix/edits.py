@@ -49,7 +49,7 @@ def _edit_one(text: str, r: wd.Reading, e: Edit, quote: wd.Quote) -> str:
     return text if words[i] == e.flag else wd.replace_word(text, r, i, quote(e.flag))
 
 
-def _first_difference(got: list[str], want: list[str]) -> str:
+def first_difference(got: list[str], want: list[str]) -> str:
     """Where two argvs part, redacted and with lost expansions shown as `${NAME}`."""
     got_s, want_s = (
         redact_argv([placeholders(w) for w in got]),
@@ -77,7 +77,7 @@ def edit_words(text: str, edits: list[Edit], read: wd.Reader, quote: wd.Quote) -
     if after.words != promised:
         raise FactError(
             f"refused: the edited file would not run the planned command "
-            f"({_first_difference(after.words, promised)}); edit it by hand"
+            f"({first_difference(after.words, promised)}); edit it by hand"
         )
     if after.others != before.others:
         raise FactError("refused: the edit would change another command of the file")

@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.launch import (
+    MAX_LAUNCH_BYTES,
     launch_file_kind,
     parse_compose,
     parse_script,
     parse_systemd_unit,
 )
 from dflash_doctor.facts.models import LaunchArgs
-from dflash_doctor.facts.shell import Reader
+from dflash_doctor.facts.shell import Reader, decode
+from dflash_doctor.facts.vllm_launch import parse_vllm_script, parse_vllm_systemd_unit, runs_vllm
 from dflash_doctor.fix.edits import (
     Edit,
     edit_argv,
@@ -37,7 +39,8 @@ from dflash_doctor.fix.edits import (
     edit_shell,
     edit_words,
 )
-from dflash_doctor.fix.word_edits import quote_shell, read_inline
+from dflash_doctor.fix.vllm_edits import edit_vllm_text
+from dflash_doctor.fix.word_edits import quote_shell, read_inline, read_script, read_unit
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
 
 # Re-exported: which kinds are files and how each is described live below `check` and `fix`.
@@ -172,6 +175,60 @@ class ComposeService:
         return describe_kind(self.kind, source, service)
 
 
+def vllm_launch_args(data: bytes, *, source: str, kind: str) -> LaunchArgs:
+    """A vLLM launch script or unit as the fix loop carries a launch: its server command's
+    words as its runner reads them (fix/word_edits.py with vLLM's command test), which is
+    what an edit is planned on and proved against; vLLM's own reading (facts/vllm_launch.py)
+    must accept it too."""
+    text = decode(data, "launch file", MAX_LAUNCH_BYTES)
+    if kind == "systemd":
+        parse_vllm_systemd_unit(data, source=source)
+        words = read_unit(text, runs_vllm).words
+    else:
+        parse_vllm_script(data, source=source)
+        words = read_script(text, runs_vllm).words
+    return LaunchArgs(source=source, kind="systemd" if kind == "systemd" else "script", argv=words)
+
+
+class VllmScript(Script):
+    """A shell script that runs vLLM's server: edited by fix/vllm_edits.py, relaunched as
+    any script is."""
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return vllm_launch_args(data, source=source, kind=self.kind)
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_vllm_text(text, self.kind, edits)
+
+
+class VllmUnit(SystemdUnit):
+    """A systemd unit whose `ExecStart=` runs vLLM's server: edited by fix/vllm_edits.py,
+    restarted by systemd."""
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        return vllm_launch_args(data, source=source, kind=self.kind)
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_vllm_text(text, self.kind, edits)
+
+
+def runs_vllm_launch(launch: LaunchArgs | None) -> bool:
+    """Whether a launch the fix loop carries runs vLLM's server."""
+    return launch is not None and runs_vllm(launch.argv)
+
+
+def source_of(launch: LaunchArgs) -> LaunchSource:
+    """The launch source of a parsed launch: its kind's, the vLLM variant for a vLLM
+    script or unit."""
+    if launch.kind in _VLLM and runs_vllm(launch.argv):
+        return _VLLM[launch.kind]()
+    return source_for(launch.kind)
+
+
 class InventoryEntry(_NoFile):
     """The `launch:` entry of an inventory host: the inventory file (on this machine) is
     rewritten, the host is never relaunched (it runs what the inventory says later)."""
@@ -250,6 +307,9 @@ _FACTORIES: dict[str, Callable[[], LaunchSource]] = {
 }
 
 
+_VLLM: dict[str, Callable[[], LaunchSource]] = {"script": VllmScript, "systemd": VllmUnit}
+
+
 def register(kind: str, factory: Callable[[], LaunchSource]) -> None:
     """Add (or replace) the launch source of `kind`: how container launches join the table."""
     _FACTORIES[kind] = factory
@@ -270,7 +330,14 @@ def parse_file(
     path: str,
     service: str | None = None,
     read: Reader | None = None,
+    engine: str | None = None,
 ) -> LaunchArgs:
-    """A launch file of whichever kind its name and text say (facts.launch.launch_file_kind)."""
-    kind = source_for(launch_file_kind(path, data))
+    """A launch file of whichever kind its name and text say (facts.launch.launch_file_kind);
+    `engine` "vllm": a vLLM script or unit (compose files are not read for vLLM yet)."""
+    name = launch_file_kind(path, data)
+    if engine == "vllm":
+        if name not in _VLLM:
+            raise FactError(f"{source}: vLLM launches in {name} files are not edited yet")
+        return _VLLM[name]().parse(data, source=source, path=path, service=service, read=read)
+    kind = source_for(name)
     return kind.parse(data, source=source, path=path, service=service, read=read)

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from dflash_doctor.checks.base import CheckResult
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.fix.edits import EDITABLE, Edit, edit_argv
-from dflash_doctor.fix.launch_sources import source_for
+from dflash_doctor.fix.launch_sources import source_of
+from dflash_doctor.fix.vllm_edits import edit_vllm_argv
+from dflash_doctor.launch_edits import VLLM_EDITABLE
 
 
 class FixPlan(BaseModel):
@@ -52,7 +54,9 @@ class FixPlan(BaseModel):
         return shlex.join(self.new_argv) if self.new_argv else None
 
 
-def _collect(results: list[CheckResult]) -> tuple[list[Edit], list[str], list[str], list[str]]:
+def _collect(
+    results: list[CheckResult], editable: tuple[str, ...] = EDITABLE
+) -> tuple[list[Edit], list[str], list[str], list[str]]:
     edits: list[Edit] = []
     manual: list[str] = []
     notes: list[str] = []
@@ -63,7 +67,7 @@ def _collect(results: list[CheckResult]) -> tuple[list[Edit], list[str], list[st
             if finding.suppressed is not None:
                 continue
             for fix in finding.fixes:
-                if fix.action not in EDITABLE or fix.flag is None:
+                if fix.action not in editable or fix.flag is None:
                     line = f"{finding.check_id}: {fix.describe()}"
                     if line not in manual:
                         manual.append(line)
@@ -95,20 +99,29 @@ def plan_fixes(
     source_text: str | None,
     source_launch: LaunchArgs | None,
     running: LaunchArgs | None,
+    engine: str | None = None,
 ) -> FixPlan:
-    """Plan the change: edit `source_text` (the launch file) or, without one, the argv."""
-    edits, manual, notes, ids = _collect(results)
+    """Plan the change: edit `source_text` (the launch file) or, without one, the argv.
+    `engine` "vllm": the vLLM edits (fix/vllm_edits.py) on a vLLM script or unit; a vLLM
+    server with no launch file to edit gets them as manual steps."""
+    vllm = engine == "vllm"
+    editable = EDITABLE if not vllm else VLLM_EDITABLE if source_launch is not None else ()
+    edits, manual, notes, ids = _collect(results, editable)
+    if vllm and source_launch is None and manual:
+        notes.append("no vLLM launch file to edit: give --launch FILE (its script or unit)")
     old_text = new_text = None
     new_argv = None
+    planned = edit_vllm_argv if vllm else edit_argv
     if source is not None and source_text is not None and source_launch is not None:
         old_text = source_text
         if not edits:
             new_text = source_text
         else:
-            new_text = source_for(source_launch.kind).edit(source_text, source_launch, edits)
-        new_argv = edit_argv(source_launch.argv, edits)
+            new_text = source_of(source_launch).edit(source_text, source_launch, edits)
+        new_argv = planned(source_launch.argv, edits)
     elif running is not None:
-        new_argv = edit_argv(running.argv, edits)
+        new_argv = planned(running.argv, edits)
+
     return FixPlan(
         host=host,
         source=source,

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from dflash_doctor.errors import DoctorError, HostUnreachable
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.finders.base import host_file_reader
-from dflash_doctor.finders.process import owner_name
+from dflash_doctor.finders.process import owner_name, server_process
+from dflash_doctor.finders.vllm import process_argv, vllm_server_on
 from dflash_doctor.fix.apply import Outcome, apply_plan, describe_relaunch, rollback
 from dflash_doctor.fix.containers import ContainerFix, container_fix
 from dflash_doctor.fix.launch_sources import InventoryEntry, file_backed, parse_file
@@ -61,6 +62,8 @@ def fix_host(
                 return _container(spec, container, roll_back=roll_back, shown=shown, stamp=stamp)
             return _container_plan(spec, container)
         source, text, source_launch = _launch_source(spec, transport, facts)
+        if facts.engine.value == "vllm":
+            spec = _with_vllm_pid(spec, transport, facts, source_launch)
         if roll_back:
             return _roll_back(spec, transport, facts, source, source_launch, health_timeout)
         plan, writer = _plan(spec, transport, facts, source, text, source_launch)
@@ -171,8 +174,11 @@ def _stop_line(
     if refused is not None or spec.fix.relaunch or source is None or pid is None:
         return None
     server, launch = facts.server.value, facts.launch.value
+    if server is None and launch is None:  # a vLLM server: its process, read here
+        server = server_process(transport, pid, None, None)
     owner = owner_name(transport, server.owner_uid if server is not None else None)
-    command = shlex.join(redact_argv(launch.argv)) if launch is not None else "?"
+    argv = launch.argv if launch is not None else process_argv(transport, pid)
+    command = shlex.join(redact_argv(argv)) if argv else "?"
     return f"pid {pid} (owner {owner}): {command}"
 
 
@@ -183,6 +189,9 @@ def _launch_source(
     file), its text and its parsed launch; all None for a launch no file backs."""
     running = facts.launch.value
     source = spec.hints.launch_file or (running.source if file_backed(running) else None)
+    vllm = facts.vllm_launch.value
+    if source is None and vllm is not None and vllm.kind in ("script", "systemd"):
+        source = vllm.source
     if source is None:
         return None, None, None
     data = transport.read_file(source, max_bytes=1 << 20)
@@ -193,8 +202,26 @@ def _launch_source(
         path=source,
         service=spec.hints.compose_service,
         read=host_file_reader(transport),
+        engine=facts.engine.value,
     )
     return source, text, source_launch
+
+
+def _with_vllm_pid(
+    spec: HostSpec, transport: Transport, facts: HostFacts, source_launch: LaunchArgs | None
+) -> HostSpec:
+    """A vLLM host with the server the apply stops and relaunches named by pid: the one
+    read (`--pid`, the process), else the one vLLM server that listens on the launch
+    file's port; none found: nothing is stopped (the relaunch says why it cannot bind)."""
+    vllm = facts.vllm_launch.value
+    if spec.hints.pid is not None or vllm is None:
+        return spec
+    if vllm.pid is not None:
+        return spec.override(pid=vllm.pid)
+    if source_launch is None or transport.relaunch_refused is not None:
+        return spec
+    pid = vllm_server_on(transport, source_launch.argv)
+    return spec.override(pid=pid) if pid is not None else spec
 
 
 def _roll_back(
@@ -230,6 +257,7 @@ def _plan(
         source_text=text,
         source_launch=source_launch,
         running=facts.launch.value,
+        engine=facts.engine.value,
     )
     writer = transport
     if spec.hints.launch is not None and spec.fix.inventory_file and plan.new_argv is not None:

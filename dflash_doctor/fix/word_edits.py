@@ -30,8 +30,12 @@ from dflash_doctor.facts.shell import (
     script_commands,
 )
 from dflash_doctor.facts.systemd_unit import Directive, directives, exec_start
+from dflash_doctor.facts.vllm_launch import runs_vllm
 
 Span = tuple[int, int]
+Runs = Callable[[list[str]], bool]
+# The server command each `runs` test finds, in refusals.
+_SERVER: dict[Runs, str] = {runs_sglang: "sglang.launch_server", runs_vllm: "vLLM server"}
 _SYSTEMD_SAFE = re.compile(r"[\w@+=:,./-]+")
 _SHELL_ESCAPES_CR = "bash reads a backslash before CR as an escaped CR, not a continuation"
 
@@ -53,21 +57,22 @@ def _eol(text: str) -> str:
     return "\r\n" if "\r\n" in text else "\n"
 
 
-def read_script(text: str) -> Reading:
+def read_script(text: str, runs: Runs = runs_sglang) -> Reading:
     """A shell script read as bash would split it (sourced files are not read: their
-    variables stay `${NAME}` on both sides of a comparison)."""
+    variables stay `${NAME}` on both sides of a comparison); `runs`: which command is the
+    server's (SGLang's by default, vLLM's for a vLLM launch)."""
     if "\r" in text:
         raise FactError(f"the script has CRLF line ends ({_SHELL_ESCAPES_CR}); fix it by hand")
-    cmds, at = script_commands(text, Env(), runs_sglang)
+    cmds, at = script_commands(text, Env(), runs)
     if at is None:
-        raise FactError("no sglang.launch_server command found in the launch script")
+        raise FactError(f"no {_SERVER.get(runs, 'server')} command found in the launch script")
     launch = launch_words(cmds[at])
     others: list[object] = [c.words for c in cmds]
     others[at] = None
     return Reading(launch.words, launch.spans, others, "\n")
 
 
-def read_unit(text: str) -> Reading:
+def read_unit(text: str, runs: Runs = runs_sglang) -> Reading:
     """A systemd unit's last `ExecStart=`, read with systemd's line rules, its command split
     into words as facts/launch.py splits it; `others`: every other directive."""
     found = exec_start(text)
@@ -77,9 +82,9 @@ def read_unit(text: str) -> Reading:
     command = d.value[prefix:]
     if "`" in command or "$(" in command:
         raise FactError("ExecStart= holds shell syntax systemd does not run; edit it by hand")
-    cmd = run_script(command, Env(), read=None, is_sglang=runs_sglang)
+    cmd = run_script(command, Env(), read=None, is_sglang=runs)
     if cmd is None:
-        raise FactError("ExecStart= does not run sglang.launch_server")
+        raise FactError(f"ExecStart= does not run {_SERVER.get(runs, 'server')}")
     offsets = d.offsets[prefix:]
     spans = [(offsets[s], offsets[e - 1] + 1) for s, e in cmd.spans]
     others: list[object] = [(x.section, x.key, x.value) for x in _directives_but(text, d.first)]
