@@ -367,6 +367,13 @@ def _same_reading(text: str, out: str, systemd: bool, edits: list[Edit], words: 
     env.update({e.flag: e.value for e in edits if e.action == "set_env" and e.value is not None})
     if new.environ != env:
         raise FactError("refused: the server would not start with the planned environment")
-    same = {"speculative": new.speculative, "environ": new.environ, "flag_lines": new.flag_lines}
+    # Lines move, and the options list follows the words (already proved equal to the plan).
+    same = {
+        "speculative": new.speculative,
+        "environ": new.environ,
+        "flag_lines": new.flag_lines,
+        "options": new.options,
+        "option_lines": new.option_lines,
+    }
     if old.model_copy(update=same) != new:
         raise FactError("refused: vLLM would read another launch")
