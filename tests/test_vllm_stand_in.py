@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -48,31 +49,37 @@ def get(url: str, body: dict[str, Any] | None = None) -> bytes:
         return answer
 
 
-def start(python: str, port: int, env: dict[str, str], tokens: int) -> subprocess.Popen[bytes]:
+def start(
+    python: str, port: int, env: dict[str, str], tokens: int, out: Any = subprocess.PIPE
+) -> subprocess.Popen[bytes]:
     spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
     argv = [
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
         "--speculative-config", json.dumps(spec), "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
-    return subprocess.Popen(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = subprocess.STDOUT if out is not subprocess.PIPE else subprocess.PIPE
+    return subprocess.Popen(argv, env=full, stdout=out, stderr=err)
 
 
 @contextlib.contextmanager
 def running(python: str, env: dict[str, str], tokens: int) -> Iterator[tuple[int, int]]:
     port = free_port()
-    proc = start(python, port, env, tokens)
+    # Its log to a file: a pipe nobody reads would block the server after 64 KiB of it.
+    log = tempfile.TemporaryFile()
+    proc = start(python, port, env, tokens, log)
     try:
         for _ in range(100):
             with contextlib.suppress(OSError):
                 get(f"http://127.0.0.1:{port}/health")
                 break
-            assert proc.poll() is None, proc.communicate()
+            assert proc.poll() is None, log.seek(0) or log.read()
             time.sleep(0.1)
         yield proc.pid, port
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        log.close()
 
 
 def metric(text: str, name: str) -> float:

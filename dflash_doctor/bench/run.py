@@ -55,7 +55,7 @@ def traffic(
     return None
 
 
-def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
+def add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
     """One repeat of a cell from the host's answer; a malformed request row is an error row,
     not a crash."""
     wall = answer.get("wall_s")
@@ -80,7 +80,7 @@ def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None
             cell.requests.append(BenchRequest(error="malformed answer", repeat=repeat))
 
 
-def _cell_op(
+def cell_op(
     options: BenchOptions, matrix: Matrix, cell: tuple[PromptSet, int, int, float], repeat: int
 ) -> tuple[dict[str, object], str | None]:
     """The shipped client's op for one repeat of a cell, and a note on its text if any."""
@@ -170,13 +170,13 @@ def _measure(
             if progress is not None:
                 size = f"{ctx} tokens" if ctx else "as given"
                 progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
-            op, note = _cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
+            op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
             if note and note not in notes:
                 notes.append(note)
             flush, answer = ask_server(
                 transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
             )
-            _add_repeat(cell, answer, repeat)
+            add_repeat(cell, answer, repeat)
             if "error" in flush and cell.error is None:
                 notes.append(f"cell {ctx}x{conc}: {flush['error']}")
         cells.append(cell)
@@ -290,6 +290,14 @@ def bench_host(
     facts = gather(spec, transport)
     pid = facts.server_pid() or spec.hints.pid
     matrix = plan_matrix(facts, options)
+    if facts.engine.value == "vllm":
+        # Imported here: bench/vllm_run.py reuses this module's cell op and repeat rows.
+        from dflash_doctor.bench.vllm_run import run_vllm_matrix
+
+        if progress is None:
+            return run_vllm_matrix(transport, facts, matrix, options)
+        with progress(len(matrix.cells()) * matrix.repeats) as step:
+            return run_vllm_matrix(transport, facts, matrix, options, step)
     if progress is None:
         return run_matrix(transport, facts, matrix, options, pid)
     runs = 2 if options.baseline_port is not None else 1
