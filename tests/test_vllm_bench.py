@@ -200,3 +200,35 @@ def test_dfd304_judges_the_recent_window(tmp_path: Path, sshd: Any) -> None:
     assert busy["status"] == "failed", busy
     message = busy["findings"][0]["message"]
     assert "drafts in the last 2.0 s" in message and "mean acceptance length 1.0" in message
+
+
+def test_bench_baseline_finds_where_speculation_stops_paying(tmp_path: Path, sshd: Any) -> None:
+    """The same model with and without --speculative-config (the stand-in's FAKE_VLLM_STEP_S:
+    a draft step costs 1.5 decode steps). Inside the trained context a step accepts 3
+    tokens and speculation pays; at 8192 tokens it accepts 3 * 640 / 8192 (about 0.23) and
+    a step yields 1.23 tokens for 1.5 steps' time: slower than no speculation."""
+    spec_env = {"FAKE_VLLM_ACCEPTED": "3", "FAKE_VLLM_TRAINED_CONTEXT": "640",
+                "FAKE_VLLM_STEP_S": "0.01"}  # fmt: skip
+    with (
+        running(sys.executable, spec_env, TOKENS) as (pid, spec_port),
+        running(sys.executable, {"FAKE_VLLM_STEP_S": "0.01"}, 0) as (_, plain),
+    ):
+        p = bench(sshd, pid, "--contexts", "512,8192", "--concurrency", "1", "--prompts",
+                  "code", "--baseline-port", str(plain))  # fmt: skip
+        refused = bench(sshd, pid, "--contexts", "512", "--concurrency", "1", "--prompts",
+                        "code", "--repeats", "1", "--baseline-port", str(spec_port))  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    base = json.loads(p.stdout)["baseline"]
+    assert f"port {plain}, vLLM 0.34.0, without --speculative-config" == base["source"]
+    assert all(c["accept_length"] is None and c["tokens_per_s_total"] for c in base["cells"])
+    by = {q["context"]: q for q in base["pairs"]}
+    assert by[512]["verdict"] == "faster" and by[512]["accept_length"] == 4.0
+    assert by[8192]["verdict"] == "slower" and by[8192]["speedup_ci95"][1] < 1.0
+    # break-even near the stand-in's 1.5 step ratio, the measured length below it at 8192
+    assert 1.3 < by[8192]["break_even_accept_length"] < 1.7
+    assert by[8192]["accept_length"] < by[8192]["break_even_accept_length"]
+    region = [line for line in base["verdict"] if line.startswith("DFLASH is slower")]
+    assert region and "8192x1" in region[0] and "512x1" not in region[0]
+    assert any("--speculative-config" in line for line in base["verdict"])
+    # a "baseline" that speculates is refused
+    assert refused.returncode == 2 and "runs with --speculative-config" in refused.stderr

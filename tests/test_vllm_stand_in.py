@@ -53,9 +53,11 @@ def start(
     python: str, port: int, env: dict[str, str], tokens: int, out: Any = subprocess.PIPE
 ) -> subprocess.Popen[bytes]:
     spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
+    # tokens 0: a server without speculation (no --speculative-config)
+    speculative = ["--speculative-config", json.dumps(spec)] if tokens else []
     argv = [
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
-        "--speculative-config", json.dumps(spec), "--host", "127.0.0.1", "--port", str(port),
+        *speculative, "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
     err = subprocess.STDOUT if out is not subprocess.PIPE else subprocess.PIPE
@@ -66,20 +68,19 @@ def start(
 def running(python: str, env: dict[str, str], tokens: int) -> Iterator[tuple[int, int]]:
     port = free_port()
     # Its log to a file: a pipe nobody reads would block the server after 64 KiB of it.
-    log = tempfile.TemporaryFile()
-    proc = start(python, port, env, tokens, log)
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError):
-                get(f"http://127.0.0.1:{port}/health")
-                break
-            assert proc.poll() is None, log.seek(0) or log.read()
-            time.sleep(0.1)
-        yield proc.pid, port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+    with tempfile.TemporaryFile() as log:
+        proc = start(python, port, env, tokens, log)
+        try:
+            for _ in range(100):
+                with contextlib.suppress(OSError):
+                    get(f"http://127.0.0.1:{port}/health")
+                    break
+                assert proc.poll() is None, log.seek(0) or log.read()
+                time.sleep(0.1)
+            yield proc.pid, port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def metric(text: str, name: str) -> float:

@@ -290,16 +290,20 @@ def bench_host(
     facts = gather(spec, transport)
     pid = facts.server_pid() or spec.hints.pid
     matrix = plan_matrix(facts, options)
+    run: Callable[[Progress | None], BenchResult]
     if facts.engine.value == "vllm":
         # Imported here: bench/vllm_run.py reuses this module's cell op and repeat rows.
         from dflash_doctor.bench.vllm_run import run_vllm_matrix
 
-        if progress is None:
-            return run_vllm_matrix(transport, facts, matrix, options)
-        with progress(len(matrix.cells()) * matrix.repeats) as step:
+        def run(step: Progress | None) -> BenchResult:
             return run_vllm_matrix(transport, facts, matrix, options, step)
+    else:
+
+        def run(step: Progress | None) -> BenchResult:
+            return run_matrix(transport, facts, matrix, options, pid, step)
+
     if progress is None:
-        return run_matrix(transport, facts, matrix, options, pid)
+        return run(None)
     runs = 2 if options.baseline_port is not None else 1
     with progress(len(matrix.cells()) * matrix.repeats * runs) as step:
-        return run_matrix(transport, facts, matrix, options, pid, step)
+        return run(step)

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dflash_doctor.bench.baseline import verdict_lines
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, corpus
 from dflash_doctor.checks.silent_collapse import collapsed
 from dflash_doctor.checks.vllm_acceptance import collapse_causes
 from dflash_doctor.errors import FactError, UsageError
-from dflash_doctor.facts.models import BenchCell, BenchResult, HostFacts
+from dflash_doctor.facts.models import BenchBaseline, BenchCell, BenchResult, HostFacts
 from dflash_doctor.facts.vllm_metrics import delta, requests_now, spec_decode
 from dflash_doctor.facts.vllm_models import VllmSpecDecode
 from dflash_doctor.finders.server_api import ask_server
@@ -121,9 +122,10 @@ def measure_vllm(
     options: BenchOptions,
     notes: list[str],
     progress: Progress | None = None,
+    counters: bool = True,
 ) -> list[BenchCell]:
-    """Every cell of the matrix, each `repeats` times; each repeat bracketed by two scrapes
-    of /metrics in one run of the client on the host."""
+    """Every cell of the matrix, each `repeats` times; with `counters` each repeat
+    bracketed by two scrapes of /metrics in one run of the client on the host."""
     from dflash_doctor.bench.run import add_repeat, cell_op
 
     cells = []
@@ -137,12 +139,13 @@ def measure_vllm(
             op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
             if note and note not in notes:
                 notes.append(note)
-            ops = [{"op": "vllm_metrics"}, {**op, "op": "vllm_cell"}, {"op": "vllm_metrics"}]
-            before, answer, after = ask_server(
-                transport, address, pid, ops, timeout=options.request_timeout
-            )
-            add_repeat(cell, answer, repeat)
-            other = _repeat_counters(cell, before, after, repeat)
+            scrape_op = [{"op": "vllm_metrics"}] if counters else []
+            ops = [*scrape_op, {**op, "op": "vllm_cell"}, *scrape_op]
+            answers = ask_server(transport, address, pid, ops, timeout=options.request_timeout)
+            add_repeat(cell, answers[len(scrape_op)], repeat)
+            if not counters:
+                continue
+            other = _repeat_counters(cell, answers[0], answers[-1], repeat)
             if other is not None:
                 notes.append(other)
         cells.append(cell)
@@ -187,8 +190,6 @@ def run_vllm_matrix(
         raise FactError(
             f"cannot bench: {facts.vllm_launch.error or 'no running vLLM server found'}"
         )
-    if options.baseline_port is not None:
-        raise UsageError("--baseline-port is not measured on vLLM servers yet")
     address = vllm_address(facts)
     counters, busy, why = scrape(transport, address, launch.pid)
     refuse_busy(facts.host, busy, why, options.yes)
@@ -205,4 +206,51 @@ def run_vllm_matrix(
     verdict = collapsed(result)
     if verdict is not None:
         result.collapse = [verdict, *collapse_causes(facts, launch)]
+    if options.baseline_port is not None:
+        _baseline(transport, facts, matrix, options, result, progress)
     return result
+
+
+def _plain_server(transport: Transport, host: str, address: Address, yes: bool) -> str:
+    """The baseline vLLM server's release, refusing one that speculates (a server without
+    a speculative config registers no spec-decode counters: vllm/v1/spec_decode/metrics.py
+    0.34.0:211-213), one that does not answer, or one under traffic."""
+    version, metrics = ask_server(
+        transport, address, None, [{"op": "version"}, {"op": "vllm_metrics"}]
+    )
+    if not isinstance(version.get("version"), str):
+        raise UsageError(
+            f"baseline server on port {address[1]}: {version.get('error', 'no answer')}"
+        )
+    try:
+        speculates = spec_decode(metrics) is not None
+    except FactError as e:
+        raise UsageError(f"baseline server on port {address[1]}: {e}") from None
+    if speculates:
+        raise UsageError(
+            f"baseline server on port {address[1]} serves vllm:spec_decode_* counters: it runs "
+            "with --speculative-config; start it without"
+        )
+    refuse_busy(host, requests_now(metrics), None, yes)
+    return str(version["version"])
+
+
+def _baseline(
+    transport: Transport,
+    facts: HostFacts,
+    matrix: Matrix,
+    options: BenchOptions,
+    result: BenchResult,
+    progress: Progress | None,
+) -> None:
+    """The same cells on the user's vLLM server without speculation, and where DFlash is
+    slower (bench/baseline.py). Its API key is not sent: it is the user's own test server."""
+    assert options.baseline_port is not None
+    address = (vllm_address(facts)[0], options.baseline_port)
+    version = _plain_server(transport, facts.host, address, options.yes)
+    result.baseline = BenchBaseline(
+        source=f"port {address[1]}, vLLM {version}, without --speculative-config",
+        cells=measure_vllm(transport, address, None, matrix, options, result.notes, progress,
+                           counters=False),
+    )  # fmt: skip
+    result.baseline.verdict = verdict_lines(result)
