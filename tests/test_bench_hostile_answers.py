@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dflash_doctor.bench.run import add_repeat, _require_speculation
+from dflash_doctor.bench.cell_ops import add_repeat
+from dflash_doctor.bench.run import _require_speculation
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.bench_stats import cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult

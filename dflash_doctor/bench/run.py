@@ -13,15 +13,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from dflash_doctor.bench.baseline import verdict_lines
+from dflash_doctor.bench.cell_ops import add_repeat, cell_op
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prefix_probe import PROBE_NEW_TOKENS, compare, probe_op
-from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
+from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, corpus
 from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import (
     BenchBaseline,
     BenchCell,
-    BenchRequest,
     BenchResult,
     HostFacts,
     PrefixProbe,
@@ -53,53 +53,6 @@ def traffic(
     if isinstance(load.get("running"), int) and isinstance(load.get("waiting"), int):
         return int(load["running"]) + int(load["waiting"])
     return None
-
-
-def add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
-    """One repeat of a cell from the host's answer; a malformed request row is an error row,
-    not a crash."""
-    wall = answer.get("wall_s")
-    # One entry per repeat (0.0: not measured), so entry r is repeat r's wall time.
-    # A huge or non-finite wall time (a hostile answer) is "not measured", never an overflow.
-    bounded = isinstance(wall, int | float) and 0 <= wall <= 10**7 and wall == wall
-    cell.repeat_wall_s.append(float(wall) if bounded and "error" not in answer else 0.0)  # type: ignore[arg-type]
-    if "error" in answer:
-        cell.error = cell.error or str(answer["error"])
-        return
-    cell.wall_s += cell.repeat_wall_s[-1]
-    sized = answer.get("sized_by")
-    if isinstance(sized, str) and cell.sized_by in (None, "tokenize"):
-        cell.sized_by = sized[:20]  # "estimate" on any repeat is what the cell reports
-    rows = answer.get("requests")
-    for row in rows if isinstance(rows, list) else []:
-        if not isinstance(row, dict):
-            continue
-        try:
-            cell.requests.append(BenchRequest.model_validate({**row, "repeat": repeat}))
-        except ValueError:
-            cell.requests.append(BenchRequest(error="malformed answer", repeat=repeat))
-
-
-def cell_op(
-    options: BenchOptions, matrix: Matrix, cell: tuple[PromptSet, int, int, float], repeat: int
-) -> tuple[dict[str, object], str | None]:
-    """The shipped client's op for one repeat of a cell, and a note on its text if any."""
-    ps, ctx, conc, temp = cell
-    op: dict[str, object] = {
-        "op": "cell",
-        "seed": f"{options.seed}/{ctx}/{conc}/{temp:g}" + (f"/{repeat}" if repeat else ""),
-        "context": ctx,
-        "concurrency": conc,
-        "max_new_tokens": matrix.max_new_tokens,
-        "temperature": temp,
-        "vocab": matrix.vocab,
-    }
-    if ps.kind == "random":
-        return op, None
-    # The same excerpts at every temperature and before and after a fix: only the key.
-    text, note = text_op(ps, f"{options.seed}/{ps.kind}/{ctx}/{conc}", ctx, conc, repeat)
-    op["text"] = text
-    return op, note
 
 
 def _result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
@@ -292,8 +245,7 @@ def bench_host(
     matrix = plan_matrix(facts, options)
     run: Callable[[Progress | None], BenchResult]
     if facts.engine.value == "vllm":
-        # Imported here: bench/vllm_run.py reuses this module's cell op and repeat rows.
-        from dflash_doctor.bench.vllm_run import run_vllm_matrix
+        from dflash_doctor.bench.vllm_run import run_vllm_matrix  # only vLLM hosts pay for it
 
         def run(step: Progress | None) -> BenchResult:
             return run_vllm_matrix(transport, facts, matrix, options, step)

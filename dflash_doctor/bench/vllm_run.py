@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dflash_doctor.bench.baseline import verdict_lines
+from dflash_doctor.bench.cell_ops import add_repeat, cell_op
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, corpus
 from dflash_doctor.checks.silent_collapse import collapsed
@@ -126,8 +127,6 @@ def measure_vllm(
 ) -> list[BenchCell]:
     """Every cell of the matrix, each `repeats` times; with `counters` each repeat
     bracketed by two scrapes of /metrics in one run of the client on the host."""
-    from dflash_doctor.bench.run import add_repeat, cell_op
-
     cells = []
     for ps, ctx, conc, temp in matrix.cells():
         cell = BenchCell(context=ctx, concurrency=conc, temperature=temp, prompts=ps.label,
@@ -139,7 +138,7 @@ def measure_vllm(
             op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
             if note and note not in notes:
                 notes.append(note)
-            scrape_op = [{"op": "vllm_metrics"}] if counters else []
+            scrape_op: list[dict[str, object]] = [{"op": "vllm_metrics"}] if counters else []
             ops = [*scrape_op, {**op, "op": "vllm_cell"}, *scrape_op]
             answers = ask_server(transport, address, pid, ops, timeout=options.request_timeout)
             add_repeat(cell, answers[len(scrape_op)], repeat)
