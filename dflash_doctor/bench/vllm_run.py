@@ -45,6 +45,8 @@ WINDOW_NOTE = (
     "before and after each repeat of each cell, one cell after another: a delta counts "
     "every request the server served in that window, not only the bench's"
 )
+# POST /reset_prefix_cache (vllm/entrypoints/serve/dev/cache/api_router.py 0.34.0:20) is
+# registered only in dev mode (vllm/entrypoints/launchers/api_server/routers.py 0.34.0:46-49).
 CACHE_NOTE = (
     "vLLM's prefix cache is not flushed between repeats (POST /reset_prefix_cache is "
     "served only with VLLM_SERVER_DEV_MODE=1); a cell at T>0 reuses the greedy cell's "

@@ -38,9 +38,9 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
   0.34.0:528, 538);
 - vllm_cell: the cell op against vLLM's OpenAI API, `concurrency` concurrent POST
   /v1/completions (vllm/entrypoints/openai/completion/api_router.py 0.34.0:38), text sized
-  with vLLM's POST /tokenize (its `count`: vllm/entrypoints/serve/tokenize/api_router.py
-  0.34.0:36, protocol.py 0.34.0:186-189); per request `usage` and, where the server sends
-  it, `metrics.speculative_decoding`;
+  with vLLM's POST /tokenize (vllm/entrypoints/serve/tokenize/api_router.py 0.34.0:36; its
+  `count`: vllm/entrypoints/serve/tokenize/protocol.py 0.34.0:186-189); per request
+  `usage` and, where the server sends it, `metrics.speculative_decoding`;
 - wait: sleep a few seconds (bounded) between two scrapes of a window;
 - repeat: flush, then the same greedy prompt (`text`, temperature 0) twice to
   POST /generate; both answers' `output_ids` (tokenizer_manager.py 0.5.11:1745, 0.5.23:2653)
@@ -492,9 +492,9 @@ def concurrent(
 
 
 def vllm_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """The /v1/completions bodies of a cell (CompletionRequest: `prompt` a string or token
-    ids, `max_tokens`, `temperature`, `ignore_eos`; vllm/entrypoints/openai/completion/
-    protocol.py 0.34.0:49-85) and how its text was sized (None: random ids)."""
+    """The /v1/completions bodies of a cell and how its text was sized (None: random ids).
+    CompletionRequest takes `prompt` as a string or token ids, `max_tokens`, `temperature`,
+    `ignore_eos` (vllm/entrypoints/openai/completion/protocol.py 0.34.0:49-85)."""
     c.engine = "vllm"
     n = int(cell["concurrency"])
     params: dict[str, Any] = {
@@ -513,9 +513,9 @@ def vllm_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], 
 def vllm_row(out: Any, latency: float) -> dict[str, Any]:
     """One CompletionResponse as a request row: `usage`, the choice's `finish_reason` and
     text, and the per-request `metrics.speculative_decoding` a server started with
-    `--per-request-spec-decode-metrics` sends (0.29.0 on: vllm/entrypoints/generate/base/
-    protocol.py 0.34.0:100-129; `mean_acceptance_length`, `num_spec_steps`,
-    `acceptance_histogram`)."""
+    `--per-request-spec-decode-metrics` sends from 0.29.0 on (`mean_acceptance_length`,
+    `num_spec_steps`, `acceptance_histogram`:
+    vllm/entrypoints/generate/base/protocol.py 0.34.0:100-129)."""
     usage = out.get("usage") or {}
     choices = out.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
