@@ -232,3 +232,32 @@ def test_bench_baseline_finds_where_speculation_stops_paying(tmp_path: Path, ssh
     assert any("--speculative-config" in line for line in base["verdict"])
     # a "baseline" that speculates is refused
     assert refused.returncode == 2 and "runs with --speculative-config" in refused.stderr
+
+
+def test_hostile_completion_answers_are_rows_not_tracebacks() -> None:
+    from dflash_doctor.bench.cell_ops import add_repeat
+    from dflash_doctor.bench.vllm_run import _repeat_counters
+    from dflash_doctor.facts.server_http import vllm_row
+
+    assert vllm_row({"usage": {"prompt_tokens": 5, "completion_tokens": 9},
+                     "choices": [{"text": "<think>x", "finish_reason": "stop"}],
+                     "metrics": {"speculative_decoding": {"mean_acceptance_length": 2.5,
+                                 "num_spec_steps": 4, "acceptance_histogram": [1, 3]}}},
+                    0.5) == {"latency_s": 0.5, "prompt_tokens": 5, "completion_tokens": 9,
+                             "reasoning": True, "finish": "stop", "spec_accept_length": 2.5,
+                             "spec_verify_ct": 4, "accept_histogram": [1, 3]}  # fmt: skip
+    assert vllm_row({"choices": "x", "usage": None}, 0.1) == {"latency_s": 0.1}
+    with pytest.raises(AttributeError):  # the client turns it into one error row
+        vllm_row({"usage": "x"}, 0.1)
+    cell = BenchCell(context=512, concurrency=1, temperature=0, max_new_tokens=8)
+    add_repeat(cell, {"wall_s": 1.0, "requests": [{"completion_tokens": 9, "latency_s": 1}]}, 0)
+    up = samples(100, 300)
+    down = samples(10, 30)
+    note = _repeat_counters(cell, up, down, 0)
+    assert note is not None and "restarted" in note and cell.repeat_counters == [None]
+    assert cell.accept_length is None  # a repeat without counters measures nothing
+    # 8 drafts for the 8 tokens after the prefill: the bench's own, no note
+    assert _repeat_counters(cell, samples(100, 300), samples(108, 316), 0) is None
+    # 50 drafts cannot come from 8 tokens: other traffic, noted
+    other = _repeat_counters(cell, samples(100, 300), samples(150, 316), 0)
+    assert other is not None and "other traffic in the window" in other

@@ -214,7 +214,12 @@ def run_matrix(
 ) -> BenchResult:
     """Run every cell of the matrix, each `repeats` times, on the host (flushing the prefix
     cache before each), refusing a server under traffic unless --yes; then, with a baseline
-    port, the same cells on the server without speculation."""
+    port, the same cells on the server without speculation. A vLLM host is benched through
+    its OpenAI API (bench/vllm_run.py)."""
+    if facts.engine.value == "vllm":
+        from dflash_doctor.bench.vllm_run import run_vllm_matrix  # only vLLM hosts pay for it
+
+        return run_vllm_matrix(transport, facts, matrix, options, progress)
     address = server_address(facts.launch.value)
     if facts.runtime.value is None:
         raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")
@@ -243,19 +248,8 @@ def bench_host(
     facts = gather(spec, transport)
     pid = facts.server_pid() or spec.hints.pid
     matrix = plan_matrix(facts, options)
-    run: Callable[[Progress | None], BenchResult]
-    if facts.engine.value == "vllm":
-        from dflash_doctor.bench.vllm_run import run_vllm_matrix  # only vLLM hosts pay for it
-
-        def run(step: Progress | None) -> BenchResult:
-            return run_vllm_matrix(transport, facts, matrix, options, step)
-    else:
-
-        def run(step: Progress | None) -> BenchResult:
-            return run_matrix(transport, facts, matrix, options, pid, step)
-
     if progress is None:
-        return run(None)
+        return run_matrix(transport, facts, matrix, options, pid)
     runs = 2 if options.baseline_port is not None else 1
     with progress(len(matrix.cells()) * matrix.repeats * runs) as step:
-        return run(step)
+        return run_matrix(transport, facts, matrix, options, pid, step)

@@ -330,8 +330,11 @@ def vllm_token_counts(c: Client, prompts: list[str]) -> list[int] | None:
     counts = []
     for text in prompts:
         status, data = c.call("POST", "/tokenize", {"prompt": text})
-        count = json.loads(data).get("count") if status == 200 else None
-        if not isinstance(count, int):
+        try:
+            count = json.loads(data).get("count") if status == 200 else None
+        except (ValueError, AttributeError):
+            count = None  # not vLLM's answer: sized by the estimate instead
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             return None
         counts.append(count)
     return counts
@@ -454,9 +457,7 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def concurrent(
-    c: Client, path: str, bodies: list[dict[str, Any]], row: Any
-) -> dict[str, Any]:
+def concurrent(c: Client, path: str, bodies: list[dict[str, Any]], row: Any) -> dict[str, Any]:
     """POST each body to `path` at once (a barrier starts them together); each answer's row
     (`row(json, latency)`) or error, and the wall time of them all."""
     n = len(bodies)
