@@ -1,11 +1,14 @@
-"""One repeat of a bench cell, engine-neutral: the shipped client's op for it and the rows
-of its answer (bench/run.py for SGLang, bench/vllm_run.py for vLLM)."""
+"""What a sweep does the same on every engine: the empty result of its settings, the
+shipped client's op for one repeat of a cell and the rows of its answer (bench/run.py for
+SGLang, bench/vllm_run.py for vLLM)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
-from dflash_doctor.bench.prompts import PromptSet, text_op
-from dflash_doctor.facts.models import BenchCell, BenchRequest
+from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
+from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult
 
 
 def add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
@@ -53,3 +56,28 @@ def cell_op(
     text, note = text_op(ps, f"{options.seed}/{ps.kind}/{ctx}/{conc}", ctx, conc, repeat)
     op["text"] = text
     return op, note
+
+
+def sweep_result(
+    host: str, matrix: Matrix, options: BenchOptions, notes: tuple[str, ...] = (), **engine: Any
+) -> BenchResult:
+    """The empty result of a sweep: its settings, `notes` before the matrix's, and the
+    engine's own fields (its name, its release)."""
+    return BenchResult(
+        host=host,
+        window=matrix.window,
+        seed=options.seed,
+        vocab=matrix.vocab,
+        contexts=matrix.contexts,
+        concurrency=matrix.concurrency,
+        temperatures=matrix.temperatures,
+        max_new_tokens=matrix.max_new_tokens,
+        prompts=[p.label for p in matrix.prompts] or [RANDOM_LABEL],
+        repeats=matrix.repeats,
+        corpus_notice=corpus()["notice"]
+        if any(p.kind in CORPUS_KINDS for p in matrix.prompts)
+        else None,
+        tokens_sent=matrix.tokens_sent,
+        notes=[*notes, *matrix.notes],
+        **engine,
+    )

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from dflash_doctor.bench.baseline import verdict_lines
-from dflash_doctor.bench.cell_ops import add_repeat, cell_op
+from dflash_doctor.bench.cell_ops import add_repeat, cell_op, sweep_result
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prefix_probe import PROBE_NEW_TOKENS, compare, probe_op
-from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, corpus
 from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import (
@@ -58,24 +57,8 @@ def traffic(
 def _result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
     """The empty result of a sweep: its settings."""
     assert facts.runtime.value is not None
-    return BenchResult(
-        host=facts.host,
-        sglang_version=facts.runtime.value.version or facts.sglang_version.value,
-        window=matrix.window,
-        seed=options.seed,
-        vocab=matrix.vocab,
-        contexts=matrix.contexts,
-        concurrency=matrix.concurrency,
-        temperatures=matrix.temperatures,
-        max_new_tokens=matrix.max_new_tokens,
-        prompts=[p.label for p in matrix.prompts] or [RANDOM_LABEL],
-        repeats=matrix.repeats,
-        corpus_notice=corpus()["notice"]
-        if any(p.kind in CORPUS_KINDS for p in matrix.prompts)
-        else None,
-        tokens_sent=matrix.tokens_sent,
-        notes=list(matrix.notes),
-    )
+    version = facts.runtime.value.version or facts.sglang_version.value
+    return sweep_result(facts.host, matrix, options, sglang_version=version)
 
 
 def _refuse_traffic(

@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dflash_doctor.bench.baseline import verdict_lines
-from dflash_doctor.bench.cell_ops import add_repeat, cell_op
+from dflash_doctor.bench.cell_ops import add_repeat, cell_op, sweep_result
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
-from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, corpus
 from dflash_doctor.checks.silent_collapse import collapsed
 from dflash_doctor.checks.vllm_acceptance import collapse_causes
 from dflash_doctor.errors import FactError, UsageError
@@ -156,25 +155,9 @@ def measure_vllm(
 def vllm_result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
     """The empty result of a sweep on vLLM: its settings and the notes on what it measures."""
     runtime = facts.vllm_runtime.value
-    return BenchResult(
-        host=facts.host,
-        engine="vllm",
-        vllm_version=(runtime.version if runtime else None) or facts.vllm_version.value,
-        window=matrix.window,
-        seed=options.seed,
-        vocab=matrix.vocab,
-        contexts=matrix.contexts,
-        concurrency=matrix.concurrency,
-        temperatures=matrix.temperatures,
-        max_new_tokens=matrix.max_new_tokens,
-        prompts=[p.label for p in matrix.prompts] or [RANDOM_LABEL],
-        repeats=matrix.repeats,
-        corpus_notice=corpus()["notice"]
-        if any(p.kind in CORPUS_KINDS for p in matrix.prompts)
-        else None,
-        tokens_sent=matrix.tokens_sent,
-        notes=[WINDOW_NOTE, CACHE_NOTE, *matrix.notes],
-    )
+    version = (runtime.version if runtime else None) or facts.vllm_version.value
+    notes = (WINDOW_NOTE, CACHE_NOTE)
+    return sweep_result(facts.host, matrix, options, notes, engine="vllm", vllm_version=version)
 
 
 def run_vllm_matrix(
