@@ -261,3 +261,24 @@ def test_hostile_completion_answers_are_rows_not_tracebacks() -> None:
     # 50 drafts cannot come from 8 tokens: other traffic, noted
     other = _repeat_counters(cell, samples(100, 300), samples(150, 316), 0)
     assert other is not None and "other traffic in the window" in other
+
+
+def test_per_request_metrics_agree_with_the_counters(tmp_path: Path, sshd: Any) -> None:
+    """A 0.34.0 server started with --per-request-spec-decode-metrics summary answers each
+    completion with its own acceptance: the bench keeps it per request, and pooled over a
+    cell it is what the /metrics counter deltas measured."""
+    env = {"FAKE_VLLM_ACCEPTED": "3", "FAKE_VLLM_TRAINED_CONTEXT": "1024"}
+    flag = ("--per-request-spec-decode-metrics", "summary")
+    with running(sys.executable, env, TOKENS, flag) as (pid, _):
+        p = bench(sshd, pid, "--contexts", "512,4096", "--concurrency", "1,3", "--prompts",
+                  "prose", "--repeats", "2")  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    for c in json.loads(p.stdout)["cells"]:
+        rows = c["per_request"]
+        assert all(r["spec_verify_ct"] and r["accept_histogram"] for r in rows)
+        steps = sum(r["spec_verify_ct"] for r in rows)
+        accepted = sum(r["spec_accept_length"] * r["spec_verify_ct"] - r["spec_verify_ct"]
+                       for r in rows)  # fmt: skip
+        assert steps == sum(d["drafts"] for d in c["counter_deltas"])
+        assert 1 + accepted / steps == pytest.approx(c["accept_length"])
+        assert c["accept_length_request_weighted"] is not None

@@ -50,14 +50,19 @@ def get(url: str, body: dict[str, Any] | None = None) -> bytes:
 
 
 def start(
-    python: str, port: int, env: dict[str, str], tokens: int, out: Any = subprocess.PIPE
+    python: str,
+    port: int,
+    env: dict[str, str],
+    tokens: int,
+    out: Any = subprocess.PIPE,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
     # tokens 0: a server without speculation (no --speculative-config)
     speculative = ["--speculative-config", json.dumps(spec)] if tokens else []
     argv = [
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
-        *speculative, "--host", "127.0.0.1", "--port", str(port),
+        *speculative, "--host", "127.0.0.1", "--port", str(port), *extra,
     ]  # fmt: skip
     full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
     err = subprocess.STDOUT if out is not subprocess.PIPE else subprocess.PIPE
@@ -65,11 +70,13 @@ def start(
 
 
 @contextlib.contextmanager
-def running(python: str, env: dict[str, str], tokens: int) -> Iterator[tuple[int, int]]:
+def running(
+    python: str, env: dict[str, str], tokens: int, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[int, int]]:
     port = free_port()
     # Its log to a file: a pipe nobody reads would block the server after 64 KiB of it.
     with tempfile.TemporaryFile() as log:
-        proc = start(python, port, env, tokens, log)
+        proc = start(python, port, env, tokens, log, extra)
         try:
             for _ in range(100):
                 with contextlib.suppress(OSError):
