@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import threading
+import urllib.error
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,19 @@ def test_per_request_metrics_agree_with_the_counters(tmp_path: Path, sshd: Any) 
         assert steps == sum(d["drafts"] for d in c["counter_deltas"])
         assert 1 + accepted / steps == pytest.approx(c["accept_length"])
         assert c["accept_length_request_weighted"] is not None
+
+
+def test_bench_sends_vllms_key_from_its_environment(tmp_path: Path, sshd: Any) -> None:
+    """VLLM_API_KEY in the server's environment guards /v1 (no --api-key given): the client
+    reads it on the host from /proc/PID/environ; it never reaches the output."""
+    secret = "sk-vllm-env-secret-0123456789"
+    with running(sys.executable, {"VLLM_API_KEY": secret}, TOKENS) as (pid, port):
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            get(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "a", "max_tokens": 4})
+        p = bench(sshd, pid, "--contexts", "256", "--concurrency", "1", "--prompts", "code",
+                  "--repeats", "1")  # fmt: skip
+    assert denied.value.code == 401
+    assert p.returncode == 0, p.stdout + p.stderr
+    (cell,) = json.loads(p.stdout)["cells"]
+    assert cell["errors"] == 0 and cell["accept_length"] == 4.0
+    assert secret not in p.stdout + p.stderr

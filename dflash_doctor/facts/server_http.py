@@ -5,12 +5,15 @@ so the requests go to 127.0.0.1:PORT on the host (over SSH too) and nothing but 
 script's JSON answer travels back. It imports nothing from dflash_doctor.
 
 The API key never crosses the transport: the script reads it on the host from the
-server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-api-key`)
-and sends it as `Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`,
-0.5.11 auth.py:103; /health and /metrics need no key, auth.py:100). Every key whose name
-looks secret is dropped from what the server answers, and the key's own text is replaced
-by `***` wherever it appears in the output. A redirect is never followed (urllib would
-forward the key to wherever it points) and no proxy from the environment is used.
+server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-api-key`),
+else vLLM's VLLM_API_KEY from its environment (`/proc/PID/environ`), and sends it as
+`Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`, 0.5.11
+auth.py:103; /health and /metrics need no key, auth.py:100; vLLM guards only the /v1 paths
+among those asked: vllm/entrypoints/serve/middleware/authenticate.py 0.34.0:11, 59).
+Every key whose name looks secret is dropped from what the server answers, and the key's
+own text is replaced by `***` wherever it appears in the output. A redirect is never
+followed (urllib would forward the key to wherever it points) and no proxy from the
+environment is used.
 
 Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - info: GET /server_info, else /get_server_info (both served 0.5.11..0.5.23:
@@ -111,7 +114,24 @@ def api_keys(pid: int | None) -> tuple[str | None, str | None]:
                 found[flag] = argv[i + 1]
             elif arg.startswith(flag + "="):
                 found[flag] = arg[len(flag) + 1 :]
-    return found.get("--api-key"), found.get("--admin-api-key")
+    key = found.get("--api-key") or environ_value(pid, "VLLM_API_KEY")
+    return key, found.get("--admin-api-key")
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """One variable of the server's environment (`/proc/PID/environ`), None where unset or
+    unreadable. vLLM takes its key from VLLM_API_KEY when no --api-key is given
+    (vllm/entrypoints/serve/middleware/register.py 0.34.0:32-36)."""
+    try:
+        with open(f"/proc/{int(pid)}/environ", "rb") as f:
+            entries = f.read(1 << 20).split(b"\0")
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in entries:
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "replace") or None
+    return None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
