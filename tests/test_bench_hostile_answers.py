@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dflash_doctor.bench.run import _add_repeat, _require_speculation
+from dflash_doctor.bench.cell_ops import add_repeat
+from dflash_doctor.bench.run import _require_speculation
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.bench_stats import cell_interval
 from dflash_doctor.facts.models import BenchCell, BenchResult
@@ -32,7 +33,7 @@ def _cell(meta: Mapping[str, object], wall: object = 1.0) -> BenchCell:
             request_row(dict(meta), 0.5),
             request_row(dict(meta), 0.6),
         ]  # the host client's own rows
-        _add_repeat(cell, {"wall_s": wall, "requests": rows}, repeat)
+        add_repeat(cell, {"wall_s": wall, "requests": rows}, repeat)
     return cell
 
 
@@ -67,7 +68,7 @@ def test_huge_numbers_are_malformed_rows_not_overflows() -> None:
 
 def test_bench_error_bodies_reach_the_terminal_clean() -> None:
     cell = BenchCell(context=1024, concurrency=1, temperature=0.0, max_new_tokens=8)
-    _add_repeat(cell, {"error": f"/generate: HTTP 500 {ESC}"}, 0)
+    add_repeat(cell, {"error": f"/generate: HTTP 500 {ESC}"}, 0)
     out = io.StringIO()
     result = _result([cell], notes=[f"cell 1024x1: {ESC}"])
     render_bench(result, Console(file=out, width=100, force_terminal=False))

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -48,31 +49,45 @@ def get(url: str, body: dict[str, Any] | None = None) -> bytes:
         return answer
 
 
-def start(python: str, port: int, env: dict[str, str], tokens: int) -> subprocess.Popen[bytes]:
+def start(
+    python: str,
+    port: int,
+    env: dict[str, str],
+    tokens: int,
+    out: Any = subprocess.PIPE,
+    extra: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
     spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
+    # tokens 0: a server without speculation (no --speculative-config)
+    speculative = ["--speculative-config", json.dumps(spec)] if tokens else []
     argv = [
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
-        "--speculative-config", json.dumps(spec), "--host", "127.0.0.1", "--port", str(port),
+        *speculative, "--host", "127.0.0.1", "--port", str(port), *extra,
     ]  # fmt: skip
     full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
-    return subprocess.Popen(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = subprocess.STDOUT if out is not subprocess.PIPE else subprocess.PIPE
+    return subprocess.Popen(argv, env=full, stdout=out, stderr=err)
 
 
 @contextlib.contextmanager
-def running(python: str, env: dict[str, str], tokens: int) -> Iterator[tuple[int, int]]:
+def running(
+    python: str, env: dict[str, str], tokens: int, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[int, int]]:
     port = free_port()
-    proc = start(python, port, env, tokens)
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError):
-                get(f"http://127.0.0.1:{port}/health")
-                break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
-        yield proc.pid, port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    # Its log to a file: a pipe nobody reads would block the server after 64 KiB of it.
+    with tempfile.TemporaryFile() as log:
+        proc = start(python, port, env, tokens, log, extra)
+        try:
+            for _ in range(100):
+                with contextlib.suppress(OSError):
+                    get(f"http://127.0.0.1:{port}/health")
+                    break
+                assert proc.poll() is None, log.seek(0) or log.read()
+                time.sleep(0.1)
+            yield proc.pid, port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def metric(text: str, name: str) -> float:
@@ -134,6 +149,9 @@ def test_check_local_judges_the_running_vllm_server(
 METRICS_PY = Path("/work/wheels/vllm/src/0.34.0/vllm/v1/spec_decode/metrics.py")
 
 
+LOGGERS_PY = METRICS_PY.parent.parent / "metrics" / "loggers.py"
+
+
 def wheel_counters() -> list[tuple[str, str, list[str]]]:
     """(name, documentation, extra labels) of the spec-decode counters, read from the
     wheel's own definitions (vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256)."""
@@ -141,6 +159,14 @@ def wheel_counters() -> list[tuple[str, str, list[str]]]:
     plain = re.findall(r'\("(vllm:spec_decode_[a-z_]+)", "([^"]+)"\)', text)
     (per_pos,) = re.findall(r'name="(vllm:spec_decode_[a-z_]+)",\s*documentation="([^"]+)"', text)
     return [(n, d, []) for n, d in plain] + [(*per_pos, ["position"])]
+
+
+def wheel_gauges() -> list[tuple[str, str]]:
+    """(name, documentation) of the scheduler's running and waiting gauges, read from the
+    wheel (vllm/v1/metrics/loggers.py 0.34.0:527-545)."""
+    text = LOGGERS_PY.read_text()
+    pattern = r'name="(vllm:num_requests_(?:running|waiting))",\s*documentation="([^"]+)"'
+    return re.findall(pattern, text)
 
 
 @pytest.mark.skipif(not METRICS_PY.is_file(), reason="vLLM wheels not unpacked")
@@ -159,6 +185,11 @@ def test_metrics_text_is_prometheus_clients_of_vllms_counters(tmp_path: Path) ->
         for pos, value in enumerate(counts[name.removeprefix("vllm:spec_decode_num_")]):
             labels = ["moonshotai/Kimi-K2.6", "0"] + ([str(pos)] if extra else [])
             counter.labels(*labels).inc(value)
+    for name, doc in wheel_gauges():
+        gauge = prometheus_client.Gauge(
+            name, doc, labelnames=["model_name", "engine"], registry=registry
+        )
+        gauge.labels("moonshotai/Kimi-K2.6", "0").set(0)
     expected = prometheus_client.generate_latest(registry).decode()
 
     def clockless(text: str) -> str:  # `_created` holds each counter's creation time
@@ -187,7 +218,11 @@ def test_over_ssh_the_live_counters_show_a_collapse(
     # The running release (0.34.0, /version) wins over the installed dist-info (0.33.0).
     assert facts["vllm_version"]["value"] == "0.34.0"
     assert facts["vllm_installed"]["value"] == "0.33.0"
-    assert facts["vllm_runtime"]["value"]["spec_decode"]["drafts"] == 150
+    # 150 tokens: the first from the prefill, then one draft a token (none accepted)
+    assert facts["vllm_runtime"]["value"]["spec_decode"]["drafts"] == 149
     (result_304,) = host["results"]
     assert result_304["status"] == "failed"
-    assert "mean acceptance length 1.00 over 150 drafts" in result_304["findings"][0]["message"]
+    message = result_304["findings"][0]["message"]
+    # no traffic in the window between the two scrapes: judged since start, saying so
+    assert "mean acceptance length 1.00 over 149 drafts since the server started" in message
+    assert "only 0 drafts in the last 2.0 s" in message

@@ -32,6 +32,10 @@ from dflash_doctor.facts.bench_stats import (
 from dflash_doctor.facts.models import BenchCell, BenchResult
 
 BOUND_FLAG = "--max-running-requests"
+# vLLM's: `--max-num-seqs` bounds the batch (vllm/engine/arg_utils.py 0.34.0:622); the draft
+# length can follow the batch size (`num_speculative_tokens_per_batch_size` in
+# --speculative-config, vllm/config/speculative.py 0.34.0:570-575).
+VLLM_BOUND_FLAG = "--max-num-seqs"
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,24 @@ def _where(p: Pair) -> str:
     return f"{size}x{p.spec.concurrency}"
 
 
-def _bound(all_pairs: list[Pair], slower: list[Pair]) -> str:
+def _vllm_bound(paying: list[int], lowest: int) -> str:
+    """The advice on vLLM's flags that bound the region."""
+    schedule = (
+        "num_speculative_tokens_per_batch_size in --speculative-config sets the draft "
+        "length per batch size"
+    )
+    if paying:
+        return (
+            f"bound it: {VLLM_BOUND_FLAG} {paying[-1]} keeps batches where speculation paid "
+            f"(requests beyond it wait); {schedule}"
+        )
+    return (
+        f"slower already at concurrency {lowest}, so {VLLM_BOUND_FLAG} cannot bound it: raise "
+        "the acceptance (see the findings) or serve these contexts without --speculative-config"
+    )
+
+
+def _bound(all_pairs: list[Pair], slower: list[Pair], engine: str = "sglang") -> str:
     """The advice on the flag that bounds the region."""
     lowest = min(p.spec.concurrency for p in slower)
     paying = sorted(
@@ -114,6 +135,8 @@ def _bound(all_pairs: list[Pair], slower: list[Pair]) -> str:
             if p.spec.concurrency < lowest and p.verdict != "unmeasured"
         }
     )
+    if engine == "vllm":
+        return _vllm_bound(paying, lowest)
     no_switch = (
         "no SGLang release turns DFLASH off per batch size or context "
         "(--speculative-adaptive is EAGLE/EAGLE3 only)"
@@ -157,5 +180,5 @@ def verdict_lines(result: BenchResult) -> list[str]:
         by_kind.setdefault(kind, []).append(_where(p))
     region = "; ".join(f"{k}: {', '.join(v)}" for k, v in by_kind.items())
     lines.append(f"DFLASH is slower than no speculation at context x concurrency {region}")
-    lines.append(_bound(every, slower))
+    lines.append(_bound(every, slower, result.engine))
     return lines

@@ -91,6 +91,9 @@ def _prompt_cap(facts: HostFacts, max_new_tokens: int) -> int | None:
         limit = _int(runtime.arg("max_req_input_len"))
         if limit:
             limits.append(limit + 1)
+    vllm = facts.vllm_launch.value
+    if vllm is not None and vllm.max_model_len:
+        limits.append(vllm.max_model_len)  # vLLM's --max-model-len: prompt plus output
     if not limits:
         ctx, _ = context_length(facts)
         if ctx:

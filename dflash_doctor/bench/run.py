@@ -13,15 +13,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from dflash_doctor.bench.baseline import verdict_lines
+from dflash_doctor.bench.cell_ops import add_repeat, cell_op, sweep_result
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prefix_probe import PROBE_NEW_TOKENS, compare, probe_op
-from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
 from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import (
     BenchBaseline,
     BenchCell,
-    BenchRequest,
     BenchResult,
     HostFacts,
     PrefixProbe,
@@ -55,74 +54,11 @@ def traffic(
     return None
 
 
-def _add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:
-    """One repeat of a cell from the host's answer; a malformed request row is an error row,
-    not a crash."""
-    wall = answer.get("wall_s")
-    # One entry per repeat (0.0: not measured), so entry r is repeat r's wall time.
-    # A huge or non-finite wall time (a hostile answer) is "not measured", never an overflow.
-    bounded = isinstance(wall, int | float) and 0 <= wall <= 10**7 and wall == wall
-    cell.repeat_wall_s.append(float(wall) if bounded and "error" not in answer else 0.0)  # type: ignore[arg-type]
-    if "error" in answer:
-        cell.error = cell.error or str(answer["error"])
-        return
-    cell.wall_s += cell.repeat_wall_s[-1]
-    sized = answer.get("sized_by")
-    if isinstance(sized, str) and cell.sized_by in (None, "tokenize"):
-        cell.sized_by = sized[:20]  # "estimate" on any repeat is what the cell reports
-    rows = answer.get("requests")
-    for row in rows if isinstance(rows, list) else []:
-        if not isinstance(row, dict):
-            continue
-        try:
-            cell.requests.append(BenchRequest.model_validate({**row, "repeat": repeat}))
-        except ValueError:
-            cell.requests.append(BenchRequest(error="malformed answer", repeat=repeat))
-
-
-def _cell_op(
-    options: BenchOptions, matrix: Matrix, cell: tuple[PromptSet, int, int, float], repeat: int
-) -> tuple[dict[str, object], str | None]:
-    """The shipped client's op for one repeat of a cell, and a note on its text if any."""
-    ps, ctx, conc, temp = cell
-    op: dict[str, object] = {
-        "op": "cell",
-        "seed": f"{options.seed}/{ctx}/{conc}/{temp:g}" + (f"/{repeat}" if repeat else ""),
-        "context": ctx,
-        "concurrency": conc,
-        "max_new_tokens": matrix.max_new_tokens,
-        "temperature": temp,
-        "vocab": matrix.vocab,
-    }
-    if ps.kind == "random":
-        return op, None
-    # The same excerpts at every temperature and before and after a fix: only the key.
-    text, note = text_op(ps, f"{options.seed}/{ps.kind}/{ctx}/{conc}", ctx, conc, repeat)
-    op["text"] = text
-    return op, note
-
-
 def _result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
     """The empty result of a sweep: its settings."""
     assert facts.runtime.value is not None
-    return BenchResult(
-        host=facts.host,
-        sglang_version=facts.runtime.value.version or facts.sglang_version.value,
-        window=matrix.window,
-        seed=options.seed,
-        vocab=matrix.vocab,
-        contexts=matrix.contexts,
-        concurrency=matrix.concurrency,
-        temperatures=matrix.temperatures,
-        max_new_tokens=matrix.max_new_tokens,
-        prompts=[p.label for p in matrix.prompts] or [RANDOM_LABEL],
-        repeats=matrix.repeats,
-        corpus_notice=corpus()["notice"]
-        if any(p.kind in CORPUS_KINDS for p in matrix.prompts)
-        else None,
-        tokens_sent=matrix.tokens_sent,
-        notes=list(matrix.notes),
-    )
+    version = facts.runtime.value.version or facts.sglang_version.value
+    return sweep_result(facts.host, matrix, options, sglang_version=version)
 
 
 def _refuse_traffic(
@@ -170,13 +106,13 @@ def _measure(
             if progress is not None:
                 size = f"{ctx} tokens" if ctx else "as given"
                 progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
-            op, note = _cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
+            op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
             if note and note not in notes:
                 notes.append(note)
             flush, answer = ask_server(
                 transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
             )
-            _add_repeat(cell, answer, repeat)
+            add_repeat(cell, answer, repeat)
             if "error" in flush and cell.error is None:
                 notes.append(f"cell {ctx}x{conc}: {flush['error']}")
         cells.append(cell)
@@ -261,7 +197,12 @@ def run_matrix(
 ) -> BenchResult:
     """Run every cell of the matrix, each `repeats` times, on the host (flushing the prefix
     cache before each), refusing a server under traffic unless --yes; then, with a baseline
-    port, the same cells on the server without speculation."""
+    port, the same cells on the server without speculation. A vLLM host is benched through
+    its OpenAI API (bench/vllm_run.py)."""
+    if facts.engine.value == "vllm":
+        from dflash_doctor.bench.vllm_run import run_vllm_matrix  # only vLLM hosts pay for it
+
+        return run_vllm_matrix(transport, facts, matrix, options, progress)
     address = server_address(facts.launch.value)
     if facts.runtime.value is None:
         raise FactError(f"cannot bench: {facts.runtime.error or 'no running server found'}")

@@ -15,8 +15,10 @@ MIN_DRAFTS = 100
 NONE_RATE = 0.01
 
 
-def _counters(facts: HostFacts) -> tuple[VllmRuntime, VllmSpecDecode]:
-    """The live server's spec-decode counters; Skip or Unjudged naming what is missing."""
+def _counters(facts: HostFacts) -> tuple[VllmRuntime, VllmSpecDecode, str]:
+    """The counters to judge and what they cover in words: the window between the finder's
+    two scrapes when it saw enough drafts, else those since the server started (with a
+    note why); Skip or Unjudged naming what is missing."""
     fact = facts.vllm_runtime
     runtime = fact.value
     if runtime is None:
@@ -28,12 +30,22 @@ def _counters(facts: HostFacts) -> tuple[VllmRuntime, VllmSpecDecode]:
         if runtime.metrics_error:
             raise Unjudged(f"vLLM /metrics unreadable: {runtime.metrics_error}")
         raise Skip("the vLLM server's /metrics has no spec-decode counters")
+    window, seconds = runtime.window, runtime.window_s or 0.0
+    if window is not None and window.drafts >= MIN_DRAFTS:
+        return runtime, window, f"in the last {seconds:.1f} s"
+    if window is not None:
+        note = f"only {window.drafts} drafts in the last {seconds:.1f} s"
+    else:
+        note = f"no window ({runtime.window_error or 'one scrape only'})"
     if spec.drafts < MIN_DRAFTS:
-        raise Skip(f"only {spec.drafts} drafts since the server started (judged from {MIN_DRAFTS})")
-    return runtime, spec
+        raise Skip(
+            f"only {spec.drafts} drafts since the server started and {note} "
+            f"(judged from {MIN_DRAFTS})"
+        )
+    return runtime, spec, f"since the server started ({note})"
 
 
-def _causes(facts: HostFacts, launch: VllmLaunch) -> list[str]:
+def collapse_causes(facts: HostFacts, launch: VllmLaunch) -> list[str]:
     """The likely causes, those the launch shows first; each names the check that says more."""
     shown = []
     value = launch.environ.get(RUNNER_ENV)
@@ -60,7 +72,8 @@ def vllm_acceptance_collapsed(facts: HostFacts) -> list[Finding]:
     """The live vLLM server accepts (almost) no DFlash draft token.
 
     **What it finds.** The running vLLM server's own Prometheus counters on `/metrics`,
-    read since it started: over at least 100 drafts, the mean acceptance length
+    scraped twice a few seconds apart: over at least 100 drafts in that window (else,
+    with a note, since the server started), the mean acceptance length
     (`1 + accepted / drafts`, the bonus token counted, as vLLM's log line says it) is at
     most 1.05, and the per-position acceptance rates
     (`vllm:spec_decode_num_accepted_tokens_per_pos_total` over drafts) are near 0 at every
@@ -89,12 +102,14 @@ def vllm_acceptance_collapsed(facts: HostFacts) -> list[Finding]:
     vllm/v1/spec_decode/metrics.py 0.27.1:229-231, 0.34.0:229-231), plus `position` on the
     per-position one (vllm/v1/spec_decode/metrics.py 0.27.1:255-256, 0.34.0:255-256);
     the mean acceptance length and per-position recipes are vLLM's own
-    (vllm/v1/spec_decode/metrics.py 0.34.0:180-195). The counters are summed over engines
-    and read once, since the server started: a server that collapsed after a good start
-    shows late.
+    (vllm/v1/spec_decode/metrics.py 0.34.0:180-195). The counters are summed over engines;
+    the window is their increase between the two scrapes (as `vllm bench serve` takes
+    them: vllm/benchmarks/serve.py 0.34.0:1131-1171), so a server that collapsed after a
+    good start is judged on its recent traffic; the window covers every request the server
+    served in it, not only one client's.
     """
     launch = vllm_dflash(facts)
-    runtime, spec = _counters(facts)
+    runtime, spec, scope = _counters(facts)
     mean = spec.mean_acceptance_length or 1.0
     rates = spec.per_position_rates
     if mean > COLLAPSE_ACCEPT_LENGTH or any(r > NONE_RATE for r in rates[1:]):
@@ -105,8 +120,9 @@ def vllm_acceptance_collapsed(facts: HostFacts) -> list[Finding]:
         vllm_acceptance_collapsed.finding(
             title="vLLM accepts almost no draft token",
             message=(
-                f"mean acceptance length {mean:.2f} over {spec.drafts} drafts ({first}); "
-                f"likely causes: {'; '.join(_causes(facts, launch))}"
+                f"mean acceptance length {mean:.2f} over {spec.drafts} drafts {scope} "
+                f"({first}); "
+                f"likely causes: {'; '.join(collapse_causes(facts, launch))}"
             ),
             evidence=[
                 Evidence(

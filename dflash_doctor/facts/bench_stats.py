@@ -77,7 +77,11 @@ def request_weighted(rows: list[BenchRequest]) -> float | None:
 
 
 def repeat_means(cell: BenchCell) -> list[float]:
-    """The token-weighted accept length of each repeat of the cell."""
+    """The token-weighted accept length of each repeat of the cell; on vLLM each repeat's
+    `1 + accepted / drafts` from its counter deltas (vllm/v1/spec_decode/metrics.py
+    0.34.0:113-114), the repeats without drafts left out."""
+    if cell.repeat_counters:
+        return [d.mean_acceptance_length or 1.0 for d in cell.repeat_counters if d and d.drafts]
     out = []
     for rep in sorted({r.repeat for r in cell.requests}):
         value = token_weighted([r for r in cell.requests if r.repeat == rep])
@@ -89,7 +93,7 @@ def repeat_means(cell: BenchCell) -> list[float]:
 def cell_interval(cell: BenchCell) -> Interval | None:
     """The cell's accept length with its 95 % interval: over repeats, else over requests."""
     means = repeat_means(cell)
-    if len(means) >= 2:
+    if len(means) >= 2 or cell.repeat_counters:
         return interval(means)
     return interval(cell.accept_lengths)
 

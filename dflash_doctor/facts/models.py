@@ -7,7 +7,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from dflash_doctor.facts.probe_result import ProbeResult
-from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
+from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime, VllmSpecDecode
 
 T = TypeVar("T")
 
@@ -528,6 +528,9 @@ class BenchCell(BaseModel):
     repeat_wall_s: list[float] = Field(default_factory=list)  # each repeat's wall time
     requests: list[BenchRequest] = Field(default_factory=list)
     error: str | None = None
+    # vLLM: each repeat's `/metrics` spec-decode counter deltas (bench/vllm_run.py), None
+    # where a repeat was not measured; empty on SGLang (its requests carry their own).
+    repeat_counters: list[VllmSpecDecode | None] = Field(default_factory=list)
 
     @property
     def ok(self) -> list[BenchRequest]:
@@ -535,7 +538,13 @@ class BenchCell(BaseModel):
 
     @property
     def accept_length(self) -> float | None:
-        """Completion tokens over verify steps, pooled over the cell's requests."""
+        """Completion tokens over verify steps, pooled over the cell's requests; on vLLM
+        `1 + accepted / drafts` pooled over the repeats' counter deltas."""
+        counted = [d for d in self.repeat_counters if d is not None and d.drafts]
+        if counted:
+            return 1 + sum(d.accepted for d in counted) / sum(d.drafts for d in counted)
+        if self.repeat_counters:
+            return None
         rows = [r for r in self.ok if r.spec_verify_ct]
         if not rows:
             return None
@@ -594,6 +603,9 @@ class BenchResult(BaseModel):
 
     host: str
     sglang_version: str | None = None
+    # The engine benched; on vLLM its running release (`/version`).
+    engine: Engine = "sglang"
+    vllm_version: str | None = None
     window: int | None = None
     seed: str
     vocab: int

@@ -1,6 +1,12 @@
 """The live vLLM server's answers (`/version`, `/metrics`, asked on the host by the shipped
 client's `version` and `vllm_metrics` operations, on_host/server_http.py), typed.
 
+Two scrapes make a window: the counters' increase between them is what the server did
+in that time (`delta`), as vLLM's own `vllm bench serve` measures acceptance
+(vllm/benchmarks/serve.py 0.34.0:210-271, 996, 1131-1171: the counters fetched before and
+after the run, `1 + accepted / drafts` of the difference). A counter that went down
+means the server restarted between the scrapes: no delta, one line.
+
 The samples arrive already bounded (the client keeps at most MAX_METRIC_SAMPLES finite
 values of `vllm:spec_decode_*`); what is read here is still host text: a count that is not a
 whole non-negative number, a position that is not a small integer, or a counter missing is
@@ -24,23 +30,82 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # length anyone serves and is refused rather than allocated.
 MAX_POSITIONS = 256
 MAX_COUNT = 1 << 62
+# The scheduler's gauges (vllm/v1/metrics/loggers.py 0.34.0:528, 538): requests running
+# and waiting now, summed over engines.
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 
 
-def parse_vllm_runtime(version: dict[str, Any], metrics: dict[str, Any], url: str) -> VllmRuntime:
-    """The typed fact from the client's `version` and `vllm_metrics` answers."""
+def parse_vllm_runtime(
+    version: dict[str, Any],
+    metrics: dict[str, Any],
+    url: str,
+    later: tuple[dict[str, Any], float] | None = None,
+) -> VllmRuntime:
+    """The typed fact from the client's `version` and `vllm_metrics` answers; with `later`
+    (a second `vllm_metrics` answer and the seconds between them), the window too."""
     spec, metrics_error = None, None
     try:
         spec = spec_decode(metrics)
     except FactError as e:
         metrics_error = str(e)
     got = version.get("version")
-    return VllmRuntime(
+    runtime = VllmRuntime(
         url=url,
         version=got if isinstance(got, str) and got else None,
         version_error=None if isinstance(got, str) and got else str(version.get("error")),
         spec_decode=spec,
         metrics_error=metrics_error,
     )
+    if later is None or spec is None:
+        return runtime
+    try:
+        after = spec_decode(later[0])
+        if after is None:
+            raise FactError("/metrics: the spec-decode counters are gone at the second scrape")
+        window = delta(spec, after)
+    except FactError as e:
+        return runtime.model_copy(update={"window_error": str(e)[:300]})
+    return runtime.model_copy(update={"spec_decode": after, "window": window, "window_s": later[1]})
+
+
+def delta(before: VllmSpecDecode, after: VllmSpecDecode) -> VllmSpecDecode:
+    """What the counters grew by between two scrapes; FactError where one went down (the
+    server restarted between them, its counters from zero again)."""
+    pairs = [
+        (before.drafts, after.drafts),
+        (before.draft_tokens, after.draft_tokens),
+        (before.accepted, after.accepted),
+    ]
+    per_pos = []
+    for pos, now in enumerate(after.accepted_per_pos):
+        then = before.accepted_per_pos[pos] if pos < len(before.accepted_per_pos) else 0
+        pairs.append((then, now))
+        per_pos.append(now - then)
+    if any(now < then for then, now in pairs):
+        raise FactError("/metrics: a spec-decode counter went down (the server restarted)")
+    return VllmSpecDecode(
+        drafts=after.drafts - before.drafts,
+        draft_tokens=after.draft_tokens - before.draft_tokens,
+        accepted=after.accepted - before.accepted,
+        accepted_per_pos=per_pos,
+    )
+
+
+def requests_now(metrics: dict[str, Any]) -> int | None:
+    """Requests running plus waiting on the server (its gauges summed over engines), None
+    where /metrics does not say."""
+    samples = metrics.get("samples")
+    if not isinstance(samples, dict) or RUNNING not in samples:
+        return None
+    total = 0.0
+    for name in (RUNNING, WAITING):
+        rows = samples.get(name) or []
+        for row in rows if isinstance(rows, list) else []:
+            value = row.get("value") if isinstance(row, dict) else None
+            if isinstance(value, int | float) and 0 <= value < MAX_COUNT:
+                total += value
+    return round(total)
 
 
 def spec_decode(metrics: dict[str, Any]) -> VllmSpecDecode | None:

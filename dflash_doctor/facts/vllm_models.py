@@ -116,5 +116,12 @@ class VllmRuntime(BaseModel):
     url: str
     version: str | None = None
     version_error: str | None = None
+    # The counters since the server started, at the last scrape.
     spec_decode: VllmSpecDecode | None = None
     metrics_error: str | None = None
+    # The counters' increase between two scrapes `window_s` seconds apart, taken by the
+    # finder (finders/vllm.py): what the server did lately. None with `window_error` where
+    # the second scrape failed or a counter went down (a restart between them).
+    window: VllmSpecDecode | None = None
+    window_s: float | None = None
+    window_error: str | None = None

@@ -231,8 +231,18 @@ def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
 # `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
 # vllm/entrypoints/common/cli_args.py 0.34.0:296).
 VLLM_DEFAULT_PORT = 8000
-# What a live check asks a vLLM server (on_host/server_http.py operations).
-VLLM_RUNTIME_OPS: list[dict[str, object]] = [{"op": "version"}, {"op": "vllm_metrics"}]
+# The window between the two /metrics scrapes of a live check: long enough to see the
+# drafts of a server under traffic, short enough not to slow a check much (DFD304 falls
+# back to the counters since start when the window saw no drafts).
+METRICS_WINDOW_S = 2.0
+# What a live check asks a vLLM server (on_host/server_http.py operations): its release,
+# then /metrics twice, METRICS_WINDOW_S apart, on the host (no round trip between them).
+VLLM_RUNTIME_OPS: list[dict[str, object]] = [
+    {"op": "version"},
+    {"op": "vllm_metrics"},
+    {"op": "wait", "seconds": METRICS_WINDOW_S},
+    {"op": "vllm_metrics"},
+]
 VLLM_RUNTIME_TIMEOUT_S = 10.0
 
 
@@ -246,9 +256,12 @@ def find_vllm_runtime(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
     url = f"http://{address[0]}:{address[1]}"
 
     def ask() -> VllmRuntime:
-        version, metrics = ask_server(
+        version, metrics, waited, later = ask_server(
             t, address, launch.pid, list(VLLM_RUNTIME_OPS), timeout=VLLM_RUNTIME_TIMEOUT_S
         )
-        return parse_vllm_runtime(version, metrics, url)
+        seconds = waited.get("waited_s")
+        if not isinstance(seconds, int | float):
+            return parse_vllm_runtime(version, metrics, url)
+        return parse_vllm_runtime(version, metrics, url, (later, float(seconds)))
 
     return attempt(host, "vLLM HTTP API", ask)

@@ -5,12 +5,15 @@ so the requests go to 127.0.0.1:PORT on the host (over SSH too) and nothing but 
 script's JSON answer travels back. It imports nothing from dflash_doctor.
 
 The API key never crosses the transport: the script reads it on the host from the
-server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-api-key`)
-and sends it as `Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`,
-0.5.11 auth.py:103; /health and /metrics need no key, auth.py:100). Every key whose name
-looks secret is dropped from what the server answers, and the key's own text is replaced
-by `***` wherever it appears in the output. A redirect is never followed (urllib would
-forward the key to wherever it points) and no proxy from the environment is used.
+server process's own command line (`/proc/PID/cmdline`, `--api-key` / `--admin-api-key`),
+else vLLM's VLLM_API_KEY from its environment (`/proc/PID/environ`), and sends it as
+`Authorization: Bearer ...` (SGLang's `utils/auth.py`: `_check_bearer_token`, 0.5.11
+auth.py:103; /health and /metrics need no key, auth.py:100; vLLM guards only the /v1 paths
+among those asked: vllm/entrypoints/serve/middleware/authenticate.py 0.34.0:11, 59).
+Every key whose name looks secret is dropped from what the server answers, and the key's
+own text is replaced by `***` wherever it appears in the output. A redirect is never
+followed (urllib would forward the key to wherever it points) and no proxy from the
+environment is used.
 
 Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - info: GET /server_info, else /get_server_info (both served 0.5.11..0.5.23:
@@ -33,7 +36,15 @@ Operations (REQUEST_JSON: {"host", "port", "pid", "timeout", "ops": [...]}):
 - version: GET /version, vLLM's running release (`{"version": ...}`,
   vllm/entrypoints/serve/instrumentator/basic.py 0.34.0:53-56);
 - vllm_metrics: GET /metrics, the `vllm:spec_decode_*` samples (vLLM always serves it:
-  vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256 name the counters);
+  vllm/v1/spec_decode/metrics.py 0.34.0:229-231, 255-256 name the counters) and the
+  scheduler gauges `vllm:num_requests_running` / `_waiting` (vllm/v1/metrics/loggers.py
+  0.34.0:528, 538);
+- vllm_cell: the cell op against vLLM's OpenAI API, `concurrency` concurrent POST
+  /v1/completions (vllm/entrypoints/openai/completion/api_router.py 0.34.0:38), text sized
+  with vLLM's POST /tokenize (vllm/entrypoints/serve/tokenize/api_router.py 0.34.0:36; its
+  `count`: vllm/entrypoints/serve/tokenize/protocol.py 0.34.0:186-189); per request
+  `usage` and, where the server sends it, `metrics.speculative_decoding`;
+- wait: sleep a few seconds (bounded) between two scrapes of a window;
 - repeat: flush, then the same greedy prompt (`text`, temperature 0) twice to
   POST /generate; both answers' `output_ids` (tokenizer_manager.py 0.5.11:1745, 0.5.23:2653)
   and the second's `cached_tokens` (tokenizer_manager.py 0.5.11:1691, 0.5.23:2557).
@@ -77,7 +88,12 @@ MAX_TEXT_PAYLOAD = 8 * 1024 * 1024  # the decompressed text of one cell
 SIZE_ROUNDS = 6  # tokenize-and-trim rounds to reach a cell's context length
 SIZE_TOLERANCE = 0.02
 _PROM = re.compile(r"^(sglang:[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
-_VLLM_PROM = re.compile(r"^(vllm:spec_decode_[A-Za-z0-9_:]+)(\{[^}]*\})?\s+(\S+)")
+# vLLM's spec-decode counters and its two scheduler gauges (bench refuses a busy server).
+_VLLM_PROM = re.compile(
+    r"^(vllm:spec_decode_[A-Za-z0-9_:]+|vllm:num_requests_(?:running|waiting))"
+    r"(\{[^}]*\})?\s+(\S+)"
+)
+MAX_WAIT_S = 60.0
 MAX_VERSION_CHARS = 64
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -98,7 +114,24 @@ def api_keys(pid: int | None) -> tuple[str | None, str | None]:
                 found[flag] = argv[i + 1]
             elif arg.startswith(flag + "="):
                 found[flag] = arg[len(flag) + 1 :]
-    return found.get("--api-key"), found.get("--admin-api-key")
+    key = found.get("--api-key") or environ_value(pid, "VLLM_API_KEY")
+    return key, found.get("--admin-api-key")
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """One variable of the server's environment (`/proc/PID/environ`), None where unset or
+    unreadable. vLLM takes its key from VLLM_API_KEY when no --api-key is given
+    (vllm/entrypoints/serve/middleware/register.py 0.34.0:32-36)."""
+    try:
+        with open(f"/proc/{int(pid)}/environ", "rb") as f:
+            entries = f.read(1 << 20).split(b"\0")
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in entries:
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "replace") or None
+    return None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -119,6 +152,7 @@ class Client:
         self.base = f"http://{req.get('host') or '127.0.0.1'}:{int(req['port'])}"
         self.timeout = float(req.get("timeout") or 30)
         self.key, self.admin_key = api_keys(req.get("pid"))
+        self.engine = "sglang"  # "vllm" while a vLLM op runs (its tokenize endpoint)
 
     def call(
         self, method: str, path: str, body: Any = None, admin: bool = False
@@ -299,6 +333,8 @@ def compose(body: str, task: str) -> str:
 
 def token_counts(c: Client, prompts: list[str]) -> list[int] | None:
     """The server's own token counts of the prompts (POST /v1/tokenize), None without it."""
+    if c.engine == "vllm":
+        return vllm_token_counts(c, prompts)
     status, data = c.call("POST", "/v1/tokenize", {"prompt": prompts})
     if status != 200:
         return None
@@ -306,6 +342,22 @@ def token_counts(c: Client, prompts: list[str]) -> list[int] | None:
     if not isinstance(counts, list) or len(counts) != len(prompts):
         return None
     return [int(k) for k in counts]
+
+
+def vllm_token_counts(c: Client, prompts: list[str]) -> list[int] | None:
+    """vLLM's own token counts (POST /tokenize, one prompt a request: its `prompt` is one
+    string), None without it."""
+    counts = []
+    for text in prompts:
+        status, data = c.call("POST", "/tokenize", {"prompt": text})
+        try:
+            count = json.loads(data).get("count") if status == 200 else None
+        except (ValueError, AttributeError):
+            count = None  # not vLLM's answer: sized by the estimate instead
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            return None
+        counts.append(count)
+    return counts
 
 
 def next_chars(chars: int, count: int, size: int, bounds: list[list[int]]) -> int:
@@ -414,6 +466,20 @@ def request_row(meta: dict[str, Any], latency: float, text: Any = None) -> dict[
 
 def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
     bodies, sized_by = cell_bodies(c, cell)
+
+    def row(out: Any, latency: float) -> dict[str, Any]:
+        meta = out.get("meta_info") or {}
+        return request_row(meta if isinstance(meta, dict) else {}, latency, out.get("text"))
+
+    answer = concurrent(c, "/generate", bodies, row)
+    if sized_by is not None:
+        answer["sized_by"] = sized_by
+    return answer
+
+
+def concurrent(c: Client, path: str, bodies: list[dict[str, Any]], row: Any) -> dict[str, Any]:
+    """POST each body to `path` at once (a barrier starts them together); each answer's row
+    (`row(json, latency)`) or error, and the wall time of them all."""
     n = len(bodies)
     results: list[dict[str, Any]] = [{} for _ in range(n)]
     barrier = threading.Barrier(n)
@@ -423,21 +489,19 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
             barrier.wait(timeout=c.timeout)
         start = time.monotonic()
         try:
-            status, data = c.call("POST", "/generate", bodies[i])
+            status, data = c.call("POST", path, bodies[i])
         except OSError as e:
-            results[i] = {"error": f"/generate: {e}"}
+            results[i] = {"error": f"{path}: {e}"}
             return
         latency = time.monotonic() - start
         if status != 200:
-            results[i] = {"error": f"/generate: HTTP {status} {short(data)}"}
+            results[i] = {"error": f"{path}: HTTP {status} {short(data)}"}
             return
         try:
             out = json.loads(data)
-            meta = out.get("meta_info") or {}
-        except (ValueError, AttributeError):
-            results[i] = {"error": "/generate: not JSON"}
-            return
-        results[i] = request_row(meta if isinstance(meta, dict) else {}, latency, out.get("text"))
+            results[i] = row(out, latency)
+        except (ValueError, AttributeError, TypeError, KeyError, IndexError):
+            results[i] = {"error": f"{path}: not the expected JSON"}
 
     start = time.monotonic()
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
@@ -445,10 +509,73 @@ def op_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
         t.start()
     for t in threads:
         t.join()
-    answer: dict[str, Any] = {"wall_s": time.monotonic() - start, "requests": results}
+    return {"wall_s": time.monotonic() - start, "requests": results}
+
+
+def vllm_bodies(c: Client, cell: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The /v1/completions bodies of a cell and how its text was sized (None: random ids).
+    CompletionRequest takes `prompt` as a string or token ids, `max_tokens`, `temperature`,
+    `ignore_eos` (vllm/entrypoints/openai/completion/protocol.py 0.34.0:49-85)."""
+    c.engine = "vllm"
+    n = int(cell["concurrency"])
+    params: dict[str, Any] = {
+        "max_tokens": int(cell["max_new_tokens"]),
+        "temperature": float(cell["temperature"]),
+    }
+    text = cell.get("text")
+    if isinstance(text, dict):
+        prompts, sized_by = text_prompts(c, text, n)
+        return [{"prompt": p, **params} for p in prompts], sized_by
+    seed, ctx, vocab = str(cell["seed"]), int(cell["context"]), int(cell["vocab"])
+    ids = [prompt(seed, i, ctx, vocab) for i in range(n)]
+    return [{"prompt": p, **params, "ignore_eos": True} for p in ids], None
+
+
+def vllm_row(out: Any, latency: float) -> dict[str, Any]:
+    """One CompletionResponse as a request row: `usage`, the choice's `finish_reason` and
+    text, and the per-request `metrics.speculative_decoding` a server started with
+    `--per-request-spec-decode-metrics` sends from 0.29.0 on (`mean_acceptance_length`,
+    `num_spec_steps`, `acceptance_histogram`:
+    vllm/entrypoints/generate/base/protocol.py 0.34.0:100-129)."""
+    usage = out.get("usage") or {}
+    choices = out.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    text = choice.get("text")
+    row: dict[str, Any] = {"latency_s": latency}
+    for key in ("prompt_tokens", "completion_tokens"):
+        if isinstance(usage.get(key), int):
+            row[key] = usage[key]
+    if isinstance(text, str):
+        row["reasoning"] = any(tag in text for tag in THINK_TAGS)
+    if isinstance(choice.get("finish_reason"), str):
+        row["finish"] = choice["finish_reason"][:20]
+    spec = (out.get("metrics") or {}).get("speculative_decoding")
+    if isinstance(spec, dict):
+        if isinstance(spec.get("mean_acceptance_length"), (int, float)):
+            row["spec_accept_length"] = spec["mean_acceptance_length"]
+        if isinstance(spec.get("num_spec_steps"), int):
+            row["spec_verify_ct"] = spec["num_spec_steps"]
+        hist = spec.get("acceptance_histogram")
+        if isinstance(hist, list) and all(isinstance(x, int) for x in hist[:64]):
+            row["accept_histogram"] = hist[:64]
+    return row
+
+
+def op_vllm_cell(c: Client, cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell against vLLM's OpenAI API: `concurrency` concurrent POST /v1/completions."""
+    bodies, sized_by = vllm_bodies(c, cell)
+    answer = concurrent(c, "/v1/completions", bodies, vllm_row)
     if sized_by is not None:
         answer["sized_by"] = sized_by
     return answer
+
+
+def op_wait(op: dict[str, Any]) -> dict[str, Any]:
+    """Sleep `seconds` (at most MAX_WAIT_S) between two scrapes: a window of traffic."""
+    seconds = min(max(float(op.get("seconds") or 0), 0.0), MAX_WAIT_S)
+    start = time.monotonic()
+    time.sleep(seconds)
+    return {"waited_s": time.monotonic() - start}
 
 
 def generate_ids(c: Client, body: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
@@ -510,6 +637,10 @@ def answer(req: dict[str, Any]) -> str:
                 out.append(op_flush(c))
             elif kind == "cell":
                 out.append(op_cell(c, op))
+            elif kind == "vllm_cell":
+                out.append(op_vllm_cell(c, op))
+            elif kind == "wait":
+                out.append(op_wait(op))
             elif kind == "repeat":
                 out.append(op_repeat(c, op))
             else:

@@ -65,7 +65,23 @@ def cell_summary(c: BenchCell) -> dict[str, Any]:
         "tokens_per_s_total": c.tokens_per_s_total,
         "latency_s": c.latency_s,
         "wall_s": c.wall_s,
+        # vLLM: each repeat's /metrics counter deltas (None: not measured); SGLang: None
+        "counter_deltas": [d.model_dump() if d else None for d in c.repeat_counters] or None,
+        "per_position_rates": _position_rates(c),
     }
+
+
+def _position_rates(c: BenchCell) -> list[float] | None:
+    """vLLM's per-position acceptance rates pooled over the cell's repeats (accepted at
+    each position per draft), None where no counters were read."""
+    counted = [d for d in c.repeat_counters if d is not None]
+    drafts = sum(d.drafts for d in counted)
+    if not drafts:
+        return None
+    width = max(len(d.accepted_per_pos) for d in counted)
+    totals = [sum(d.accepted_per_pos[p] for d in counted if p < len(d.accepted_per_pos))
+              for p in range(width)]  # fmt: skip
+    return [t / drafts for t in totals]
 
 
 def _reasoning_count(c: BenchCell) -> int | None:
@@ -229,9 +245,12 @@ def _kinds(result: BenchResult) -> list[str]:
 
 def render_bench(result: BenchResult, console: Console) -> None:
     """The bench as a terminal report: its settings, a table per kind of prompt, notes."""
-    console.rule(
-        Text(clean(f"{result.host}  bench (SGLang {result.sglang_version})"), style="bold")
+    engine = (
+        f"vLLM {result.vllm_version}"
+        if result.engine == "vllm"
+        else f"SGLang {result.sglang_version}"
     )
+    console.rule(Text(clean(f"{result.host}  bench ({engine})"), style="bold"))
     console.print(
         f"window {result.window or 'none'}, {result.repeats} repeats per cell, "
         f"{result.max_new_tokens} new tokens at most per request, {result.tokens_sent} tokens "
