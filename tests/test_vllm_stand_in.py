@@ -56,13 +56,14 @@ def start(
     tokens: int,
     out: Any = subprocess.PIPE,
     extra: tuple[str, ...] = (),
+    host: str = "127.0.0.1",
 ) -> subprocess.Popen[bytes]:
     spec = {"method": "dflash", "model": str(DRAFTER), "num_speculative_tokens": tokens}
     # tokens 0: a server without speculation (no --speculative-config)
     speculative = ["--speculative-config", json.dumps(spec)] if tokens else []
     argv = [
         python, "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.6",
-        *speculative, "--host", "127.0.0.1", "--port", str(port), *extra,
+        *speculative, "--host", host, "--port", str(port), *extra,
     ]  # fmt: skip
     full = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FAKE_VLLM), **env}
     err = subprocess.STDOUT if out is not subprocess.PIPE else subprocess.PIPE
@@ -71,16 +72,20 @@ def start(
 
 @contextlib.contextmanager
 def running(
-    python: str, env: dict[str, str], tokens: int, extra: tuple[str, ...] = ()
+    python: str,
+    env: dict[str, str],
+    tokens: int,
+    extra: tuple[str, ...] = (),
+    host: str = "127.0.0.1",
 ) -> Iterator[tuple[int, int]]:
     port = free_port()
     # Its log to a file: a pipe nobody reads would block the server after 64 KiB of it.
     with tempfile.TemporaryFile() as log:
-        proc = start(python, port, env, tokens, log, extra)
+        proc = start(python, port, env, tokens, log, extra, host)
         try:
             for _ in range(100):
                 with contextlib.suppress(OSError):
-                    get(f"http://127.0.0.1:{port}/health")
+                    get(f"http://{host}:{port}/health")
                     break
                 assert proc.poll() is None, log.seek(0) or log.read()
                 time.sleep(0.1)

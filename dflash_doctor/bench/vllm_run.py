@@ -30,10 +30,11 @@ from dflash_doctor.checks.silent_collapse import collapsed
 from dflash_doctor.checks.vllm_acceptance import collapse_causes
 from dflash_doctor.errors import FactError, UsageError
 from dflash_doctor.facts.models import BenchBaseline, BenchCell, BenchResult, HostFacts
+from dflash_doctor.facts.vllm_launch import unix_socket_line
+from dflash_doctor.facts.vllm_launch import vllm_address as launch_address
 from dflash_doctor.facts.vllm_metrics import delta, requests_now, spec_decode
 from dflash_doctor.facts.vllm_models import VllmSpecDecode
 from dflash_doctor.finders.server_api import ask_server
-from dflash_doctor.finders.vllm import VLLM_DEFAULT_PORT
 from dflash_doctor.transport.base import Transport
 
 Progress = Callable[[str], None]
@@ -54,10 +55,14 @@ CACHE_NOTE = (
 
 
 def vllm_address(facts: HostFacts) -> Address:
-    """Where the vLLM server listens on the host: its `--port`, on loopback."""
+    """Where the vLLM server is reached on the host (facts/vllm_launch.py vllm_address:
+    its `--host` and `--port`); a server on a Unix socket is refused in one line."""
     launch = facts.vllm_launch.value
-    port = launch.port if launch is not None and launch.port else VLLM_DEFAULT_PORT
-    return ("127.0.0.1", port)
+    address = launch_address(launch)
+    if address is None:
+        assert launch is not None
+        raise UsageError(unix_socket_line(facts.host, launch) + ": nothing to bench through")
+    return address
 
 
 def scrape(
@@ -230,7 +235,12 @@ def _baseline(
     """The same cells on the user's vLLM server without speculation, and where DFlash is
     slower (bench/baseline.py). Its API key is not sent: it is the user's own test server."""
     assert options.baseline_port is not None
-    address = (vllm_address(facts)[0], options.baseline_port)
+    # The user's plain server on the same host address (loopback where the DFlash server
+    # listens on a Unix socket).
+    address = (
+        (launch_address(facts.vllm_launch.value) or ("127.0.0.1", 0))[0],
+        options.baseline_port,
+    )
     version = _plain_server(transport, facts.host, address, options.yes)
     result.baseline = BenchBaseline(
         source=f"port {address[1]}, vLLM {version}, without --speculative-config",

@@ -42,6 +42,7 @@ from dflash_doctor.facts.shell import (
     script_commands,
 )
 from dflash_doctor.facts.vllm_models import RUNNER_ENV, Engine, VllmLaunch, VllmSpeculative
+from dflash_doctor.on_host.server_address import server_address
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The only VLLM_* variables read: others may hold secrets (VLLM_API_KEY) and never reach
@@ -63,7 +64,13 @@ _FLAGS = {
     "--tensor-parallel-size": "tensor_parallel_size",
     "-tp": "tensor_parallel_size",
     "--port": "port",
+    "--host": "host",
+    "--uds": "uds",
 }
+
+# `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
+# vllm/entrypoints/common/cli_args.py 0.34.0:296).
+VLLM_DEFAULT_PORT = 8000
 
 _LONG = {"-sc": "--speculative-config", "-tp": "--tensor-parallel-size"}
 
@@ -316,6 +323,9 @@ def parse_vllm_argv(
             values, "tensor_parallel_size", "--tensor-parallel-size"
         ),
         port=_optional_int(values, "port", "--port"),
+        host=_printable(values["host"]) if "host" in values else None,
+        # An empty `--uds` is no socket: vLLM tests it for truth (launcher.py 0.34.0:376).
+        uds=_printable(values["uds"]) if values.get("uds") else None,
         enable_prefix_caching=prefix_caching(args),
         **_options(args, lines[start:] if lines else None),
         environ=dict(environ or {}),
@@ -501,3 +511,29 @@ def parse_vllm_compose(data: bytes, *, source: str, service: str | None = None) 
             }
         )
     raise NotVllm("no compose service runs `vllm serve`")
+
+
+def vllm_address(launch: VllmLaunch | None) -> tuple[str, int] | None:
+    """Where the vLLM server is reached from its own machine: its `--host` (none or a
+    wildcard: loopback) and `--port` (8000 by default), derived as SGLang's is
+    (on_host/server_address.py); None when it listens on a Unix socket, where vLLM ignores
+    host and port (vllm/entrypoints/launchers/launcher.py 0.34.0:376-387,
+    vllm/entrypoints/openai/api_server.py 0.27.1:638-649). The one place bench, fix and
+    the live check take it from."""
+    if launch is None:
+        return "127.0.0.1", VLLM_DEFAULT_PORT
+    if launch.uds:
+        return None
+    words = ["--port", str(launch.port or VLLM_DEFAULT_PORT)]
+    words += ["--host", launch.host] if launch.host is not None else []
+    host, port = server_address(words, default_port=VLLM_DEFAULT_PORT)
+    # vLLM binds an IPv6 address as such (launcher.py 0.34.0:346-348): a URL brackets it.
+    return (f"[{host}]" if ":" in host and not host.startswith("[") else host), port
+
+
+def unix_socket_line(host: str, launch: VllmLaunch) -> str:
+    """The one line said where the server listens on a Unix socket and is not asked."""
+    return (
+        f"{host}: the vLLM server listens on the Unix socket {launch.uds} (--uds): "
+        "not asked over HTTP"
+    )

@@ -51,6 +51,11 @@ class VllmLaunch(BaseModel):
     max_model_len: int | None = None  # None: not given, or `auto` / -1
     tensor_parallel_size: int | None = None
     port: int | None = None
+    # `--host` (None: every address, reached on loopback) and `--uds`, a Unix socket that
+    # makes vLLM ignore host and port (vllm/entrypoints/common/cli_args.py 0.34.0:294,
+    # 314-315; vllm/entrypoints/openai/cli_args.py 0.27.1:246, 261-262).
+    host: str | None = None
+    uds: str | None = None
     # The last of `--enable-prefix-caching` / `--no-enable-prefix-caching`; None: not given
     # (vLLM's default, on for generative models: vllm/config/cache.py 0.34.0:267).
     enable_prefix_caching: bool | None = None

@@ -14,6 +14,7 @@ from dflash_doctor.errors import DoctorError, FactError
 from dflash_doctor.facts.launch import launch_file_kind
 from dflash_doctor.facts.models import Fact, LaunchArgs
 from dflash_doctor.facts.vllm_launch import (
+    VLLM_DEFAULT_PORT,
     NotVllm,
     command_words,
     parse_vllm_argv,
@@ -23,6 +24,8 @@ from dflash_doctor.facts.vllm_launch import (
     parse_vllm_systemd_unit,
     process_environ,
     runs_vllm,
+    unix_socket_line,
+    vllm_address,
 )
 from dflash_doctor.facts.vllm_metrics import parse_vllm_runtime
 from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
@@ -228,9 +231,6 @@ def find_vllm_version(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
     return Fact[str].missing(f"{host}: vLLM version is ambiguous: {' and '.join(versions)}")
 
 
-# `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
-# vllm/entrypoints/common/cli_args.py 0.34.0:296).
-VLLM_DEFAULT_PORT = 8000
 # The window between the two /metrics scrapes of a live check: long enough to see the
 # drafts of a server under traffic, short enough not to slow a check much (DFD304 falls
 # back to the counters since start when the window saw no drafts).
@@ -251,8 +251,9 @@ def find_vllm_runtime(t: Transport, host: str, launch: VllmLaunch | None) -> Fac
     client; absent where no server runs to ask (a launch file, a recorded or offline host)."""
     if t.live_refused is not None or launch is None or launch.pid is None:
         return Fact[VllmRuntime]()
-    # Asked on loopback: a server bound to one other address is not reached (a reason says so).
-    address = ("127.0.0.1", launch.port or VLLM_DEFAULT_PORT)
+    address = vllm_address(launch)
+    if address is None:
+        return Fact[VllmRuntime].missing(unix_socket_line(host, launch), source="--uds")
     url = f"http://{address[0]}:{address[1]}"
 
     def ask() -> VllmRuntime:

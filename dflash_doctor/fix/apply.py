@@ -17,8 +17,13 @@ from dflash_doctor.checks.views import SPAN_CHECKS, span_mismatch
 from dflash_doctor.errors import DoctorError, FileExists, TransportError, UnsafeFile
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.runtime import server_address
-from dflash_doctor.facts.vllm_launch import parse_vllm_argv, runs_vllm
-from dflash_doctor.finders.vllm import VLLM_DEFAULT_PORT
+from dflash_doctor.facts.vllm_launch import (
+    VLLM_DEFAULT_PORT,
+    parse_vllm_argv,
+    runs_vllm,
+    unix_socket_line,
+    vllm_address,
+)
 from dflash_doctor.fix import signals
 from dflash_doctor.fix.edits import EDITABLE
 from dflash_doctor.fix.journal import Journal, known_backup, open_journal
@@ -363,16 +368,12 @@ class Applier:
         if self.spec.fix.health_url:
             return self.spec.fix.health_url
         # vLLM answers `/health` 200, 503 once its engine is dead
-        # (vllm/entrypoints/serve/instrumentator/health.py 0.27.1:22-33, 0.34.0:22-33), on
-        # its `--port`, 8000 by default (vllm/entrypoints/common/cli_args.py 0.34.0:296).
-        port = VLLM_DEFAULT_PORT if runs_vllm_launch(launch) else 30000
-        for i, arg in enumerate(launch.argv):
-            nxt = launch.argv[i + 1] if i + 1 < len(launch.argv) else ""
-            if arg == "--port" and nxt.isascii() and nxt.isdigit() and len(nxt) <= 5:
-                port = int(nxt)
-            elif arg.startswith("--port=") and arg[7:].isascii() and arg[7:].isdigit():
-                port = int(arg[7:12])
-        return f"http://127.0.0.1:{port}/health"
+        # (vllm/entrypoints/serve/instrumentator/health.py 0.27.1:22-33, 0.34.0:22-33), where
+        # the check asks it (its --host and --port: facts/vllm_launch.py vllm_address).
+        host, port = (
+            _vllm_address(launch.argv) if runs_vllm_launch(launch) else server_address(launch)
+        )
+        return f"http://{host}:{port}/health"
 
     def wait_healthy(self, launch: LaunchArgs, served: Transport | None = None) -> str | None:
         """None when healthy, else why not; stops as soon as the started server has exited.
@@ -662,6 +663,8 @@ def _apply_locked(
     put everything back (every step journaled)."""
     assert plan.launch is not None
     a = site.a
+    if site.live and (why := _unix_socket(spec, plan.launch)):
+        return Outcome("failed", f"nothing changed: {why}", steps=a.steps)
     pid = spec.hints.pid or facts.server_pid()
     try:
         bak = site.write(plan, stamp, pid)
@@ -752,11 +755,32 @@ def _runs_vllm(cmdline: bytes) -> bool:
     return runs_vllm(argv)
 
 
-def _vllm_port(argv: list[str]) -> int:
+def _unix_socket(spec: HostSpec, launch: LaunchArgs) -> str | None:
+    """Why a relaunch cannot be verified: the vLLM server would listen on a Unix socket
+    (`--uds`), where the health wait (HTTP on a host and port) cannot reach it."""
+    if not runs_vllm_launch(launch):
+        return None
     try:
-        return parse_vllm_argv(argv, source="", kind="process").port or VLLM_DEFAULT_PORT
+        vllm = parse_vllm_argv(launch.argv, source="", kind="process")
     except DoctorError:
-        return VLLM_DEFAULT_PORT
+        return None
+    if vllm_address(vllm) is not None:
+        return None
+    return unix_socket_line(spec.name, vllm) + ", so its health after a relaunch cannot be awaited"
+
+
+def _vllm_port(argv: list[str]) -> int:
+    return _vllm_address(argv)[1]
+
+
+def _vllm_address(argv: list[str]) -> tuple[str, int]:
+    """Where the vLLM server `argv` starts is reached (a Unix socket: refused before any
+    change, `unix_socket_refusal`)."""
+    try:
+        address = vllm_address(parse_vllm_argv(argv, source="", kind="process"))
+    except DoctorError:
+        address = None
+    return address or ("127.0.0.1", VLLM_DEFAULT_PORT)
 
 
 def _relaunch_verified(

@@ -20,9 +20,12 @@ RUNTIME_OPS = [{"op": "info"}, {"op": "metrics"}]
 RUNTIME_TIMEOUT_S = 10.0
 
 
-def server_address(argv: list[str], health_url: str | None = None) -> tuple[str, int]:
-    """(host, port) to reach the server from its own machine."""
-    host, port = "127.0.0.1", DEFAULT_PORT
+def server_address(
+    argv: list[str], health_url: str | None = None, default_port: int = DEFAULT_PORT
+) -> tuple[str, int]:
+    """(host, port) to reach the server from its own machine; `default_port`: the engine's
+    (SGLang's 30000, vLLM's 8000)."""
+    host, port = "127.0.0.1", default_port
     if health_url:
         tail = health_url.split("//", 1)[-1].split("/", 1)[0]
         if ":" in tail and tail.rsplit(":", 1)[1].isdigit():
