@@ -20,6 +20,7 @@ from dflash_doctor.defaults import DEFAULT_MAX_TOTAL_TOKENS as DEFAULT_MAX_TOTAL
 from dflash_doctor.defaults import DEFAULT_SEED as DEFAULT_SEED
 from dflash_doctor.errors import UsageError
 from dflash_doctor.facts.models import HostFacts
+from dflash_doctor.facts.vllm_launch import max_num_seqs
 
 WINDOW_MULTIPLES = (0.25, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CONCURRENCY = (1, 4, 16)
@@ -136,12 +137,17 @@ def _concurrency(facts: HostFacts, options: BenchOptions, notes: list[str]) -> l
         )
     if max_running is None and facts.launch.value is not None:
         max_running = facts.launch.value.max_running_requests
+    why = "the server's max running requests"
+    vllm = facts.vllm_launch.value
+    if max_running is None and vllm is not None:
+        # vLLM runs at most max_num_seqs requests at once; more would queue, not run.
+        max_running, why = max_num_seqs(vllm, facts.vllm_version.value)
     concurrency = sorted(set(options.concurrency or DEFAULT_CONCURRENCY))
     if not max_running:
         return concurrency
     capped = sorted({min(c, max_running) for c in concurrency})
     if capped != concurrency:
-        notes.append(f"concurrency capped at {max_running} (the server's max running requests)")
+        notes.append(f"concurrency capped at {max_running} ({why})")
     return capped
 
 

@@ -64,6 +64,7 @@ _FLAGS = {
     "--tensor-parallel-size": "tensor_parallel_size",
     "-tp": "tensor_parallel_size",
     "--port": "port",
+    "--max-num-seqs": "max_num_seqs",
     "--host": "host",
     "--uds": "uds",
 }
@@ -71,6 +72,16 @@ _FLAGS = {
 # `--port`'s default (vllm/entrypoints/openai/cli_args.py 0.27.1:248,
 # vllm/entrypoints/common/cli_args.py 0.34.0:296).
 VLLM_DEFAULT_PORT = 8000
+
+# The API server's `max_num_seqs` when `--max-num-seqs` is not given, per release read:
+# (a GPU under 70 GiB, an A100 or (0.33.0+) a GB10; a larger GPU). Every release agrees:
+# vllm/engine/arg_utils.py 0.27.1:2544-2562, 0.28.0:2582-2610, 0.29.0:2698-2726,
+# 0.30.0:2730-2758, 0.31.0:2858-2886, 0.32.0:2923-2951, 0.33.0:2973-3005, 0.34.0:3010-3042
+# (a CPU platform takes 128 a worker, 0.34.0:3066-3075; not a DFlash server).
+DEFAULT_MAX_NUM_SEQS: dict[str, tuple[int, int]] = {
+    v: (256, 1024)
+    for v in ("0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
+}
 
 _LONG = {"-sc": "--speculative-config", "-tp": "--tensor-parallel-size"}
 
@@ -323,8 +334,10 @@ def parse_vllm_argv(
             values, "tensor_parallel_size", "--tensor-parallel-size"
         ),
         port=_optional_int(values, "port", "--port"),
+        max_num_seqs=_optional_int(values, "max_num_seqs", "--max-num-seqs"),
         host=_printable(values["host"]) if "host" in values else None,
-        # An empty `--uds` is no socket: vLLM tests it for truth (launcher.py 0.34.0:376).
+        # An empty `--uds` is no socket: vLLM tests it for truth
+        # (vllm/entrypoints/launchers/launcher.py 0.34.0:376).
         uds=_printable(values["uds"]) if values.get("uds") else None,
         enable_prefix_caching=prefix_caching(args),
         **_options(args, lines[start:] if lines else None),
@@ -527,7 +540,8 @@ def vllm_address(launch: VllmLaunch | None) -> tuple[str, int] | None:
     words = ["--port", str(launch.port or VLLM_DEFAULT_PORT)]
     words += ["--host", launch.host] if launch.host is not None else []
     host, port = server_address(words, default_port=VLLM_DEFAULT_PORT)
-    # vLLM binds an IPv6 address as such (launcher.py 0.34.0:346-348): a URL brackets it.
+    # vLLM binds an IPv6 address as such (vllm/entrypoints/launchers/launcher.py
+    # 0.34.0:346-348): a URL brackets it.
     return (f"[{host}]" if ":" in host and not host.startswith("[") else host), port
 
 
@@ -536,4 +550,17 @@ def unix_socket_line(host: str, launch: VllmLaunch) -> str:
     return (
         f"{host}: the vLLM server listens on the Unix socket {launch.uds} (--uds): "
         "not asked over HTTP"
+    )
+
+
+def max_num_seqs(launch: VllmLaunch, version: str | None) -> tuple[int, str]:
+    """The most requests the server runs at once, and where that number comes from: its
+    `--max-num-seqs`, else the smaller of the release's GPU defaults (DEFAULT_MAX_NUM_SEQS;
+    the larger needs a GPU of 70 GiB or more, which the launch does not say)."""
+    if launch.max_num_seqs:
+        return launch.max_num_seqs, "the server's --max-num-seqs"
+    low, high = DEFAULT_MAX_NUM_SEQS.get(version or "", DEFAULT_MAX_NUM_SEQS["0.34.0"])
+    return low, (
+        f"vLLM's default max_num_seqs without --max-num-seqs: {low}, {high} on a GPU of "
+        "70 GiB or more; the smaller is taken"
     )

@@ -50,6 +50,9 @@ class VllmLaunch(BaseModel):
     speculative: VllmSpeculative | None = None
     max_model_len: int | None = None  # None: not given, or `auto` / -1
     tensor_parallel_size: int | None = None
+    # `--max-num-seqs` (None: not given; vLLM's default then depends on the GPU,
+    # facts/vllm_launch.py DEFAULT_MAX_NUM_SEQS).
+    max_num_seqs: int | None = None
     port: int | None = None
     # `--host` (None: every address, reached on loopback) and `--uds`, a Unix socket that
     # makes vLLM ignore host and port (vllm/entrypoints/common/cli_args.py 0.34.0:294,
