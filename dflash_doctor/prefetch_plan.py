@@ -113,6 +113,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
     from dflash_doctor.facts.capture_hooks import MODELS_PACKAGE
     from dflash_doctor.facts.environment import CATALOG_ENV_NAMES
     from dflash_doctor.facts.launch import _LAUNCHERS
+    from dflash_doctor.facts.vllm_launch import VLLM_ENV_NAMES
     from dflash_doctor.finders.plan import reads
     from dflash_doctor.finders.process import ENV_KEYS
     from dflash_doctor.redact import SECRET_WORDS
@@ -130,7 +131,7 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "python": spec.hints.python,
         "launch_file": spec.hints.launch_file,
         "log_path": spec.hints.log_path,
-        "env_values": [*ENV_KEYS, *CATALOG_ENV_NAMES],
+        "env_values": [*ENV_KEYS, *CATALOG_ENV_NAMES, *VLLM_ENV_NAMES],
         "env_value_prefixes": list(ENV_VALUE_PREFIXES),
         "secret_name": SECRET_WORDS,
         "bounded_script": BOUNDED_SCRIPT,
@@ -141,6 +142,30 @@ def _host_settings(spec: HostSpec) -> dict[str, Any]:
         "arch_modules": arch_modules(),
         # The hub caches, site directories and process files the finders read (data).
         "reads": reads(),
+        # finders/vllm.py: where no SGLang server is found, its reads and HTTP questions.
+        "vllm": vllm_settings(),
+    }
+
+
+def vllm_settings() -> dict[str, Any]:
+    """What finders/vllm.py asks a live host: its pgrep, the command lines it reads, how it
+    tells vLLM's server, and the HTTP operations it asks that server (with vLLM's port)."""
+    from dflash_doctor.facts.vllm_launch import API_SERVER_MODULE, VLLM_DEFAULT_PORT
+    from dflash_doctor.finders.vllm import (
+        MAX_CMDLINE_BYTES,
+        VLLM_PGREP_ARGV,
+        VLLM_RUNTIME_OPS,
+        VLLM_RUNTIME_TIMEOUT_S,
+    )
+
+    return {
+        "pgrep": list(VLLM_PGREP_ARGV),
+        "cmdline_bytes": MAX_CMDLINE_BYTES,
+        "module": API_SERVER_MODULE,
+        "module_file": "vllm/entrypoints/openai/api_server.py",
+        "port": VLLM_DEFAULT_PORT,
+        "ops": VLLM_RUNTIME_OPS,
+        "timeout": VLLM_RUNTIME_TIMEOUT_S,
     }
 
 

@@ -539,10 +539,9 @@ def vllm_address(launch: VllmLaunch | None) -> tuple[str, int] | None:
         return None
     words = ["--port", str(launch.port or VLLM_DEFAULT_PORT)]
     words += ["--host", launch.host] if launch.host is not None else []
-    host, port = server_address(words, default_port=VLLM_DEFAULT_PORT)
     # vLLM binds an IPv6 address as such (vllm/entrypoints/launchers/launcher.py
-    # 0.34.0:346-348): a URL brackets it.
-    return (f"[{host}]" if ":" in host and not host.startswith("[") else host), port
+    # 0.34.0:346-348): server_address brackets it for the URL.
+    return server_address(words, default_port=VLLM_DEFAULT_PORT)
 
 
 def unix_socket_line(host: str, launch: VllmLaunch) -> str:

@@ -37,6 +37,8 @@ from dflash_doctor.transport.base import Transport
 from dflash_doctor.transport.questions import proc_pids
 
 MAX_CMDLINE_BYTES = 1024 * 1024
+# How a live host is asked for vLLM's processes (the bundle runs the same argv).
+VLLM_PGREP_ARGV = ("pgrep", "-f", "vllm")
 
 
 def vllm_launch_of_file(
@@ -75,7 +77,7 @@ def _candidates(t: Transport) -> list[int]:
     if t.live_refused is not None:
         return t.process_ids()
     try:
-        res = t.run(["pgrep", "-f", "vllm"], timeout=10)
+        res = t.run(list(VLLM_PGREP_ARGV), timeout=10)
         if res.returncode in (0, 1):
             return [int(x) for x in res.stdout.split() if x.isascii() and x.isdigit()]
     except DoctorError:

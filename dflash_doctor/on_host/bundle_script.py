@@ -625,6 +625,17 @@ class Bundle:
             refs += self.model_refs(argv[start:])
         if servers:
             self.read("/proc/1/cgroup", self.limits["file"])  # this machine's own container
+        vllm = None
+        if not servers and cfg.get("vllm") and not cfg.get("recorded"):
+            # finders/vllm.py looks only where no SGLang server is found.
+            vllm = self.vllm_server(mine)
+        if vllm is not None:
+            pid, argv, start, env = vllm
+            envs.append(env)
+            for fd in self.process["log_fds"]:
+                self.readlink(f"/proc/{pid}/fd/{fd}")
+            pythons += self.vllm_bins(argv, start)
+            refs += self.vllm_models(argv[start:])
         words = self.launch_file_words()
         refs += self.model_refs(words)
         pythons += [w for w in words if self.python_word.search(w)]
@@ -636,7 +647,7 @@ class Bundle:
         for python in dict.fromkeys(p for p in [cfg.get("python"), *pythons] if p):
             if python.startswith("/"):
                 self.dist_info(python)
-        log = self.server_log(servers[0][0] if servers else None)
+        log = self.server_log(servers[0][0] if servers else vllm[0] if vllm else None)
         streamed = self.log(log) if log else False
         for argv in cfg.get("commands", []):
             self.run(argv, 10)
@@ -648,7 +659,85 @@ class Bundle:
             self.ask_log_filter_python(None if cfg.get("recorded") else server)
         if server is not None and not cfg.get("recorded"):
             self.ask_server(*server)
+        if vllm is not None:
+            self.ask_vllm(vllm[0], vllm[1][vllm[2] :])
         self.wait()
+
+    # -- a vLLM server (finders/vllm.py), where no SGLang server runs ---------------------
+
+    def vllm_start(self, argv: list[str]) -> Any:
+        """facts/vllm_launch.vllm_args_start: after `vllm serve`, or the API server module."""
+        spec = self.cfg["vllm"]
+        for i, arg in enumerate(argv):
+            if posixpath.basename(arg) == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
+                return i + 2
+            if arg == spec["module"] or arg.endswith(spec["module_file"]):
+                return i + 1
+        return None
+
+    def vllm_server(self, mine: Any) -> Any:
+        """finders/vllm.find_vllm's reads: its pgrep, each candidate's command line, and the
+        one vLLM server's environment (the pid given, else the only one)."""
+        spec = self.cfg["vllm"]
+        got = self.run(spec["pgrep"], 10)
+        if got is None or got[0] not in (0, 1):
+            return None
+        found = []
+        for pid in [int(x) for x in got[1].split() if x.isdigit()][: self.limits["processes"]]:
+            if pid in mine:
+                self.files[self.path(f"/proc/{pid}/cmdline")] = {"err": "nofile"}
+                continue
+            cmdline = self.read(f"/proc/{pid}/cmdline", spec["cmdline_bytes"])
+            if cmdline is None:
+                continue
+            argv = [a.decode("utf-8", "replace") for a in cmdline.rstrip(b"\0").split(b"\0")]
+            start = self.vllm_start(argv)
+            if start is not None:
+                found.append((pid, argv, start))
+        if self.cfg.get("pid") is not None:
+            found = [s for s in found if s[0] == int(self.cfg["pid"])]
+        if len(found) != 1:
+            return None
+        pid, argv, start = found[0]
+        return pid, argv, start, self.environ(pid, self.process["environ"])
+
+    def vllm_bins(self, argv: list[str], start: int) -> list[str]:
+        """The launch's Python and its `vllm` script, by path (finders/vllm._bin_dirs)."""
+        words = [self.python_in(argv[: max(start - 1, 0)])]
+        if start >= 2 and argv[start - 1] == "serve":
+            words.append(argv[start - 2])
+        return [w for w in words if w and w.startswith("/")]
+
+    def vllm_models(self, args: list[str]) -> list[str]:
+        """The target (`--model`, else the positional) and the draft (`--spec-model`, the
+        `--speculative-config` JSON's or dotted `model`) a vLLM launch names."""
+        refs = [args[0]] if args and not args[0].startswith("-") else []
+        for i, arg in enumerate(args):
+            name, eq, value = arg.partition("=")
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+            name = name.split(".", 1)[0].replace("_", "-") + name[len(name.split(".", 1)[0]) :]
+            if name in ("--model", "--spec-model", "--speculative-config.model"):
+                refs.append(value)
+            elif name in ("--speculative-config", "-sc"):
+                try:
+                    config = json.loads(value)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(config, dict) and isinstance(config.get("model"), str):
+                    refs.append(config["model"])
+        return refs
+
+    def ask_vllm(self, pid: int, args: list[str]) -> None:
+        """The live vLLM server's /version and /metrics, at the address finders/vllm.py asks
+        (none on a Unix socket)."""
+        http, spec = self.cfg.get("server_http"), self.cfg["vllm"]
+        where = self.module("server_address")
+        if not http or where.unix_socket(args):
+            return
+        address = where.server_address(args, None, spec["port"])
+        request = where.http_request(address, pid, spec["ops"], spec["timeout"])
+        self.in_process([*http["head"], request], self.module("server_http").answer, request)
 
     def python_in(self, words: list[str]) -> str | None:
         """The first interpreter word (facts/launch.PYTHON_WORD, from the plan)."""

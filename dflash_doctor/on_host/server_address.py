@@ -45,7 +45,20 @@ def server_address(
                 host = value
             value = None
             break
-    return host, port
+    # An IPv6 address is bracketed in the URL the client builds.
+    return ("[" + host + "]" if ":" in host and not host.startswith("[") else host), port
+
+
+def unix_socket(argv: list[str]) -> str | None:
+    """The last non-empty `--uds PATH` (vLLM's Unix socket: its host and port are then
+    ignored); None without one."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--uds" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("--uds="):
+            found = arg[len("--uds=") :]
+    return found or None
 
 
 def _plain_host(value: str) -> bool:

@@ -36,6 +36,7 @@ from dflash_doctor.transport.recorded import RecordedTransport
 from dflash_doctor.transport.ssh import SSHTransport
 from fixtures.sshd import free_port
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
+from tests.test_vllm_stand_in import running, venv_with_vllm
 
 HOSTS = [DEMO_HOST, *(FIXTURE_HOSTS / n for n in ("tuned", "v0511", "v0513", "v0523"))]
 
@@ -596,3 +597,36 @@ def test_a_read_the_plan_lacks_is_named(
     assert remote.facts == check_host(load_recorded_host(str(DEMO_HOST))).facts
     named = [k for k in trips if k.startswith("missed: list ") and k.endswith("/site-packages")]
     assert named and trips["sftp"] >= 1, dict(trips)
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+def test_a_live_vllm_host_costs_one_remote_execution(  # type: ignore[no-untyped-def]
+    tmp_path, sshd, ssh_options, trips
+) -> None:
+    """A live vLLM host costs what an SGLang host costs: the bundle carries the vLLM
+    finder's reads (`pgrep -f vllm`, command lines, environment, log fds, dist-info
+    listings, model configs) and its /version and /metrics scrapes at the address the server
+    listens on (finders/vllm.py, facts/vllm_launch.vllm_address)."""
+    python = venv_with_vllm(tmp_path / "venv", "0.33.0")
+    env = {"FAKE_VLLM_VERSION": "0.34.0", "VLLM_USE_V2_MODEL_RUNNER": "1"}
+    with running(python, env, 15, host="127.0.0.2") as (pid, port):
+        spec = HostSpec.of(name="live", pid=pid)
+        local = gather(spec, LocalTransport("live"))
+        trips.clear()
+        transport = open_transport(spec.model_copy(update={"address": sshd.address}), ssh_options)
+        try:
+            bundled = prefetching(spec, transport)
+            remote = gather(spec, bundled)
+            counted = dict(trips)
+        finally:
+            transport.close()
+    misses = _misses(bundled)
+    assert counted == {"exec": 1} and misses == [], (counted, misses)
+    assert remote.engine.value == "vllm"
+    for name in ("engine", "vllm_launch", "vllm_installed", "drafter", "target"):
+        assert getattr(remote, name) == getattr(local, name), name
+    runtime = remote.vllm_runtime.value
+    assert runtime is not None, remote.vllm_runtime.error
+    assert runtime.url == f"http://127.0.0.2:{port}" and runtime.version == "0.34.0"
+    assert remote.vllm_launch.value is not None
+    assert remote.vllm_launch.value.environ == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
