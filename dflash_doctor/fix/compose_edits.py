@@ -50,8 +50,15 @@ def _argv_of(node: yaml.Node | None) -> list[str]:
     return []
 
 
-def _service(text: str, service: str | None) -> tuple[str, yaml.Node]:
-    """The service that runs SGLang (or the named one) and its `command:` node."""
+def _runs_sglang(argv: list[str]) -> bool:
+    return any("launch_server" in a or a == "serve" for a in argv)
+
+
+def _service(
+    text: str, service: str | None, runs: Callable[[list[str]], bool] = _runs_sglang
+) -> tuple[str, yaml.Node]:
+    """The service that runs the server (`runs`: SGLang's by default), or the named one, and
+    its `command:` node."""
     try:
         root = yaml.compose(text)
     except (yaml.YAMLError, RecursionError, ValueError):
@@ -64,14 +71,14 @@ def _service(text: str, service: str | None) -> tuple[str, yaml.Node]:
             continue
         command = _entry(svc, "command")
         argv = _argv_of(_entry(svc, "entrypoint")) + _argv_of(command)
-        if service is not None or any("launch_server" in a or a == "serve" for a in argv):
+        if service is not None or runs(argv):
             if command is None or (
                 command.tag != "tag:yaml.org,2002:str"
                 and not isinstance(command, yaml.SequenceNode)
             ):
                 raise FactError(f"service {k.value}: no `command:` string or list to edit")
             return str(k.value), command
-    raise FactError("no compose service runs sglang.launch_server")
+    raise FactError("no compose service runs the server")
 
 
 def _scalar(word: str) -> str:
@@ -119,9 +126,15 @@ def _common(old: list[str], new: list[str]) -> dict[int, int]:
     return kept
 
 
-def edit_command(text: str, plan: Plan, service: str | None = None) -> str:
-    """`text` with the service's command replaced by `plan(command)`, proved by loading."""
-    name, node = _service(text, service)
+def edit_command(
+    text: str,
+    plan: Plan,
+    service: str | None = None,
+    runs: Callable[[list[str]], bool] = _runs_sglang,
+) -> str:
+    """`text` with the service's command replaced by `plan(command)`, proved by loading;
+    `runs`: which service runs the server when none is named (SGLang's by default)."""
+    name, node = _service(text, service, runs)
     before_doc = _load(text)
     old = _argv_of(node)
     new = plan(old)

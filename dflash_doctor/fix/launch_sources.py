@@ -30,7 +30,12 @@ from dflash_doctor.facts.launch import (
 )
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.shell import Reader, decode
-from dflash_doctor.facts.vllm_launch import parse_vllm_script, parse_vllm_systemd_unit, runs_vllm
+from dflash_doctor.facts.vllm_launch import (
+    parse_vllm_compose,
+    parse_vllm_script,
+    parse_vllm_systemd_unit,
+    runs_vllm,
+)
 from dflash_doctor.fix.edits import (
     Edit,
     edit_argv,
@@ -39,7 +44,7 @@ from dflash_doctor.fix.edits import (
     edit_shell,
     edit_words,
 )
-from dflash_doctor.fix.vllm_edits import edit_vllm_text
+from dflash_doctor.fix.vllm_edits import compose_argv, edit_vllm_compose, edit_vllm_text
 from dflash_doctor.fix.word_edits import quote_shell, read_inline, read_script, read_unit
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
 
@@ -216,6 +221,21 @@ class VllmUnit(SystemdUnit):
         return edit_vllm_text(text, self.kind, edits)
 
 
+class VllmCompose(ComposeService):
+    """A compose service whose `entrypoint` + `command` run vLLM's server: its `command:`
+    edited by fix/vllm_edits.py (through the YAML node edit), recreated by compose."""
+
+    def parse(
+        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
+    ) -> LaunchArgs:
+        parse_vllm_compose(data, source=source, service=service)  # vLLM's reading accepts it
+        text = decode(data, "compose file", MAX_LAUNCH_BYTES)
+        return LaunchArgs(source=source, kind="compose", argv=compose_argv(text, service)[1])
+
+    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
+        return edit_vllm_compose(text, edits)
+
+
 def runs_vllm_launch(launch: LaunchArgs | None) -> bool:
     """Whether a launch the fix loop carries runs vLLM's server."""
     return launch is not None and runs_vllm(launch.argv)
@@ -307,7 +327,11 @@ _FACTORIES: dict[str, Callable[[], LaunchSource]] = {
 }
 
 
-_VLLM: dict[str, Callable[[], LaunchSource]] = {"script": VllmScript, "systemd": VllmUnit}
+_VLLM: dict[str, Callable[[], LaunchSource]] = {
+    "script": VllmScript,
+    "systemd": VllmUnit,
+    "compose": VllmCompose,
+}
 
 
 def register(kind: str, factory: Callable[[], LaunchSource]) -> None:
@@ -333,7 +357,7 @@ def parse_file(
     engine: str | None = None,
 ) -> LaunchArgs:
     """A launch file of whichever kind its name and text say (facts.launch.launch_file_kind);
-    `engine` "vllm": a vLLM script or unit (compose files are not read for vLLM yet)."""
+    `engine` "vllm": a vLLM script, unit or compose service."""
     name = launch_file_kind(path, data)
     if engine == "vllm":
         if name not in _VLLM:

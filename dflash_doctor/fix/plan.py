@@ -105,7 +105,12 @@ def plan_fixes(
     `engine` "vllm": the vLLM edits (fix/vllm_edits.py) on a vLLM script or unit; a vLLM
     server with no launch file to edit gets them as manual steps."""
     vllm = engine == "vllm"
-    editable = EDITABLE if not vllm else VLLM_EDITABLE if source_launch is not None else ()
+    editable: tuple[str, ...] = (
+        EDITABLE if not vllm else VLLM_EDITABLE if source_launch is not None else ()
+    )
+    if vllm and source_launch is not None and source_launch.kind == "compose":
+        # A service's `environment:` is not edited (fix/vllm_edits.edit_vllm_compose).
+        editable = tuple(a for a in editable if a != "set_env")
     edits, manual, notes, ids = _collect(results, editable)
     if vllm and source_launch is None and manual:
         notes.append("no vLLM launch file to edit: give --launch FILE (its script or unit)")

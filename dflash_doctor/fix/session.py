@@ -190,7 +190,7 @@ def _launch_source(
     running = facts.launch.value
     source = spec.hints.launch_file or (running.source if file_backed(running) else None)
     vllm = facts.vllm_launch.value
-    if source is None and vllm is not None and vllm.kind in ("script", "systemd"):
+    if source is None and vllm is not None and vllm.kind in ("script", "systemd", "compose"):
         source = vllm.source
     if source is None:
         return None, None, None

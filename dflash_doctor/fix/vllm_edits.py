@@ -25,9 +25,11 @@ from functools import partial
 from typing import Any
 
 from dflash_doctor.errors import FactError
+from dflash_doctor.facts.launch import compose_services
 from dflash_doctor.facts.shell import Command, Env, launch_words, script_commands
 from dflash_doctor.facts.systemd_unit import directives
 from dflash_doctor.facts.vllm_launch import (
+    parse_vllm_compose,
     parse_vllm_script,
     parse_vllm_systemd_unit,
     runs_vllm,
@@ -36,6 +38,7 @@ from dflash_doctor.facts.vllm_launch import (
 )
 from dflash_doctor.fix import json_text
 from dflash_doctor.fix import word_edits as wd
+from dflash_doctor.fix.compose_edits import edit_command
 from dflash_doctor.fix.edits import first_difference
 from dflash_doctor.launch_edits import Edit
 
@@ -377,3 +380,52 @@ def _same_reading(text: str, out: str, systemd: bool, edits: list[Edit], words: 
     }
     if old.model_copy(update=same) != new:
         raise FactError("refused: vLLM would read another launch")
+
+
+# -- a compose service ------------------------------------------------------------------------
+
+
+def compose_argv(text: str, service: str | None = None) -> tuple[str, list[str]]:
+    """(name, `entrypoint` + `command` words) of the compose service that runs vLLM's
+    server (the named one, else the first), as facts/vllm_launch.parse_vllm_compose reads it."""
+    _, services = compose_services(text.encode(), service)
+    for name, _svc, argv in services:
+        if runs_vllm(argv):
+            return name, argv
+    raise FactError("no compose service runs `vllm serve`")
+
+
+def edit_vllm_compose(text: str, edits: list[Edit], service: str | None = None) -> str:
+    """A compose file whose vLLM service's `command:` gets the key edits (the YAML node edit
+    of fix/compose_edits.py), proved by vLLM's own reading of the result. A variable is not
+    edited here (the plan leaves it to the user: `environment:` may be a list, a mapping or
+    an env_file)."""
+    if any(e.action == "set_env" for e in edits):
+        raise FactError("refused: a compose service's environment is not edited; set it by hand")
+    name, argv = compose_argv(text, service)
+
+    def plan(command: list[str]) -> list[str]:
+        entry = argv[: len(argv) - len(command)]
+        new = edit_vllm_argv(argv, edits)
+        if argv[len(entry) :] != command or new[: len(entry)] != entry:
+            raise FactError("refused: the edit would change the service's entrypoint")
+        return new[len(entry) :]
+
+    out = edit_command(text, plan, name, runs_vllm)
+    try:
+        after = compose_argv(out, name)[1]
+        old = parse_vllm_compose(text.encode(), source="launch", service=name)
+        new = parse_vllm_compose(out.encode(), source="launch", service=name)
+    except FactError as err:
+        raise FactError(f"refused: {err}") from None
+    if _lax(speculative_object(after)) != _lax(planned_object(speculative_object(argv), edits)):
+        raise FactError("refused: vLLM would read another --speculative-config")
+    same = {
+        "speculative": new.speculative,
+        "flag_lines": new.flag_lines,
+        "options": new.options,
+        "option_lines": new.option_lines,
+    }
+    if old.model_copy(update=same) != new:
+        raise FactError("refused: vLLM would read another launch")
+    return out
