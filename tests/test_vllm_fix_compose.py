@@ -1,11 +1,16 @@
-"""`fix` on a vLLM compose service: the `--speculative-config` key edits made in its
-`command:` through the YAML node edit (fix/compose_edits.py), read back by vLLM's own
-reading (facts/vllm_launch.parse_vllm_compose); the runner variable left to the user (a
-service's `environment:` is not edited)."""
+"""`fix` on a vLLM compose service and an inventory's vLLM `launch:` command: the
+`--speculative-config` key edits made in a service's `command:` through the YAML node edit
+(fix/compose_edits.py), read back by vLLM's own reading (facts/vllm_launch.py), or in the
+inventory's entry; the runner variable left to the user (a service's `environment:` and
+an inventory entry's prefix are not edited)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+import yaml
 
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.vllm_launch import parse_vllm_compose
@@ -13,7 +18,9 @@ from dflash_doctor.fix.launch_sources import parse_file
 from dflash_doctor.fix.plan import plan_fixes
 from dflash_doctor.fix.vllm_edits import edit_vllm_compose
 from dflash_doctor.launch_edits import Edit
+from tests.cli_helper import doctor
 from tests.test_vllm_fix import RUNNER_FIX, SPEC, TOKENS, TOKENS_FIX, results
+from tests.test_vllm_gate import SHARED
 
 BLOCK = """services:
   web:
@@ -85,3 +92,38 @@ def test_an_edit_in_the_entrypoint_or_the_environment_is_refused() -> None:
         edit_vllm_compose(
             text, [Edit(action="set_env", flag="VLLM_USE_V2_MODEL_RUNNER", value="1")]
         )
+
+
+def test_an_inventory_vllm_launch_is_edited_in_the_inventory(tmp_path: Path) -> None:
+    """`fix -I inventory --apply` on a host whose `launch:` runs `vllm serve`: the key edit
+    made in the inventory (a string keeps its other words as spelt, a list stays a list),
+    backed up; the runner variable left as a manual step; the host never relaunched."""
+    spec = '{"method": "dflash", "model": "%s", "num_speculative_tokens": 16}' % (
+        SHARED / "qwen3-8b-dflash-b16"
+    )
+    command = f"VLLM_USE_V2_MODEL_RUNNER=0 vllm serve Qwen/Qwen3-8B -sc '{spec}' --port 8001"
+    original = (
+        "# fleet\ndefaults:\n  vllm_version: 0.32.0\n  offline: true\n"
+        f"  drafter_path: {SHARED / 'qwen3-8b-dflash-b16'}\n"
+        f"  target_path: {SHARED / 'qwen3-8b'}\n"
+        "hosts:\n"
+        f"  gpu-a:  # canary\n    launch: {json.dumps(command)}\n"
+        "  gpu-b:\n    launch:\n      - vllm\n      - serve\n      - Qwen/Qwen3-8B\n"
+        f"      - --speculative-config\n      - {json.dumps(spec)}\n"
+        "    labels: [prod]  # keep\n"
+    )
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(original)
+    p = doctor("fix", "-I", str(inv), "--apply", "--yes", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    text = inv.read_text()
+    assert "# fleet" in text and "  gpu-a:  # canary" in text and "labels: [prod]  # keep" in text
+    fixed = command.replace('"num_speculative_tokens": 16', '"num_speculative_tokens": 15')
+    doc = yaml.safe_load(text)
+    assert doc["hosts"]["gpu-a"]["launch"] == fixed  # the runner prefix kept as written
+    listed = doc["hosts"]["gpu-b"]["launch"]
+    assert listed[:4] == ["vllm", "serve", "Qwen/Qwen3-8B", "--speculative-config"]
+    assert json.loads(listed[4])["num_speculative_tokens"] == 15
+    assert "VLLM_USE_V2_MODEL_RUNNER" in p.stdout  # DFD300: a manual step
+    backups = list(tmp_path.glob("inventory.yaml.dflash-doctor-*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == original

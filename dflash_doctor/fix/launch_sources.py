@@ -31,10 +31,12 @@ from dflash_doctor.facts.launch import (
 from dflash_doctor.facts.models import LaunchArgs
 from dflash_doctor.facts.shell import Reader, decode
 from dflash_doctor.facts.vllm_launch import (
+    command_words,
     parse_vllm_compose,
     parse_vllm_script,
     parse_vllm_systemd_unit,
     runs_vllm,
+    speculative_object,
 )
 from dflash_doctor.fix.edits import (
     Edit,
@@ -44,7 +46,13 @@ from dflash_doctor.fix.edits import (
     edit_shell,
     edit_words,
 )
-from dflash_doctor.fix.vllm_edits import compose_argv, edit_vllm_compose, edit_vllm_text
+from dflash_doctor.fix.vllm_edits import (
+    compose_argv,
+    edit_vllm_argv,
+    edit_vllm_compose,
+    edit_vllm_text,
+    planned_object,
+)
 from dflash_doctor.fix.word_edits import quote_shell, read_inline, read_script, read_unit
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
 
@@ -273,7 +281,9 @@ class InventoryEntry(_NoFile):
         edits, manual = keep_unknown_flags(edits, launch)
         line: str | None = None
         try:
-            if isinstance(given, str):
+            if runs_vllm(command_words(given)):
+                line, new_argv = vllm_inventory_command(given, edits)
+            elif isinstance(given, str):
                 line = edit_words(given, edits, read_inline, quote_shell) if edits else given
                 new_argv = shlex.split(line)
             else:
@@ -293,6 +303,22 @@ class InventoryEntry(_NoFile):
             "old_text": old_text,
             "new_text": edit_inventory_launch(old_text, spec.name, new_argv, line=line),
         }
+
+
+def vllm_inventory_command(
+    given: str | list[str], edits: list[Edit]
+) -> tuple[str | None, list[str]]:
+    """A vLLM `launch:` command with the key edits made: a string edited as a one-line
+    script (fix/vllm_edits.py: every other word keeps its spelling, the result proved by
+    vLLM's reading), a list word by word (then proved the same way)."""
+    if isinstance(given, str):
+        line = edit_vllm_text(given + "\n", "script", edits).removesuffix("\n") if edits else given
+        return line, command_words(line)
+    new_argv = edit_vllm_argv(list(given), edits)
+    planned = planned_object(speculative_object(list(given)), edits)
+    if speculative_object(new_argv) != planned:
+        raise FactError("refused: vLLM would read another --speculative-config")
+    return None, new_argv
 
 
 def keep_unknown_flags(

@@ -91,6 +91,21 @@ def _collect(
     return edits, manual, notes, ids
 
 
+def _editable(
+    engine: str | None, source_launch: LaunchArgs | None, running: LaunchArgs | None
+) -> tuple[str, ...]:
+    """The fix actions `fix` makes here. On vLLM: every one in a script or unit; the keys only
+    in a compose service (its `environment:` is not edited: fix/vllm_edits.py) and in an
+    inventory's `launch:` command (`running` of kind "argv"); none on a bare process."""
+    if engine != "vllm":
+        return EDITABLE
+    if source_launch is not None and source_launch.kind != "compose":
+        return VLLM_EDITABLE
+    if source_launch is not None or (running is not None and running.kind == "argv"):
+        return tuple(a for a in VLLM_EDITABLE if a != "set_env")
+    return ()
+
+
 def plan_fixes(
     host: str,
     results: list[CheckResult],
@@ -105,14 +120,9 @@ def plan_fixes(
     `engine` "vllm": the vLLM edits (fix/vllm_edits.py) on a vLLM script or unit; a vLLM
     server with no launch file to edit gets them as manual steps."""
     vllm = engine == "vllm"
-    editable: tuple[str, ...] = (
-        EDITABLE if not vllm else VLLM_EDITABLE if source_launch is not None else ()
-    )
-    if vllm and source_launch is not None and source_launch.kind == "compose":
-        # A service's `environment:` is not edited (fix/vllm_edits.edit_vllm_compose).
-        editable = tuple(a for a in editable if a != "set_env")
+    editable = _editable(engine, source_launch, running)
     edits, manual, notes, ids = _collect(results, editable)
-    if vllm and source_launch is None and manual:
+    if vllm and not editable and manual:
         notes.append("no vLLM launch file to edit: give --launch FILE (its script or unit)")
     old_text = new_text = None
     new_argv = None

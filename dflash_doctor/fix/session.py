@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from dflash_doctor.errors import DoctorError, HostUnreachable
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
+from dflash_doctor.facts.vllm_launch import command_words
 from dflash_doctor.finders.base import host_file_reader
 from dflash_doctor.finders.process import owner_name, server_process
 from dflash_doctor.finders.vllm import process_argv, vllm_server_on
@@ -250,13 +251,18 @@ def _plan(
     """The fix plan and the transport that writes it: the host's own, or this machine's when
     the launch is the inventory's `launch:` entry."""
     results = run_checks(facts)
+    running = facts.launch.value
+    if facts.engine.value == "vllm" and spec.hints.launch is not None and spec.fix.inventory_file:
+        # The inventory's vLLM `launch:` command: its key edits are made in the inventory.
+        words = command_words(spec.hints.launch)
+        running = LaunchArgs(source="launch", kind="argv", argv=words)
     plan = plan_fixes(
         spec.name,
         results,
         source=source,
         source_text=text,
         source_launch=source_launch,
-        running=facts.launch.value,
+        running=running,
         engine=facts.engine.value,
     )
     writer = transport
