@@ -164,3 +164,24 @@ def test_a_server_down_for_a_misspelt_key_is_fixed_and_started(
     assert '"num_speculative_tokens": 15}' in p.stdout and "verified" in p.stdout
     (pid,) = vllm_pids(server.dir)
     assert served_tokens(pid) == 15
+
+
+def test_apply_with_bench_measures_the_vllm_server_before_and_after(
+    vllm_host: dict[str, Any],
+) -> None:
+    """`fix --apply --bench` on a vLLM host: the running server benched through its OpenAI
+    API before the change and the relaunched one after (followed by its new process, not the
+    launch file), the fix kept when acceptance holds."""
+    server: VllmStandIn = vllm_host["server"]
+    fix: Callable[..., subprocess.CompletedProcess[str]] = vllm_host["fix"]
+    server.write(tokens=16)
+    old_pid = server.start()
+    bench = ("--bench", "--bench-contexts", "256", "--bench-concurrency", "1",
+             "--bench-max-new-tokens", "16", "--bench-prompts", "code")  # fmt: skip
+    p = fix("--apply", "--yes", *bench)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "verified" in p.stdout
+    assert "before the fix: code" in p.stdout and "after the fix: code" in p.stdout, p.stdout
+    assert "bench: kept" in p.stdout  # the stand-in accepts 3 a step either way
+    (pid,) = vllm_pids(server.dir)
+    assert pid != old_pid and served_tokens(pid) == 15

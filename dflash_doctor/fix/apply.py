@@ -812,7 +812,7 @@ def _relaunch_verified(
                 new_facts = gather(_followed(spec, launch, plan, new_pid), served)
                 failure = _still_failing(plan, new_facts)
         if failure is None and bench is not None:
-            failure = bench.after()
+            failure = bench.after(new_facts)
     except DoctorError as e:
         failure = str(e)
     except KeyboardInterrupt:

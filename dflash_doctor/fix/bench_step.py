@@ -37,8 +37,15 @@ class BenchStep:
             self.matrix = plan_matrix(facts, self.options)
         return run_matrix(self.transport, facts, self.matrix, self.options, pid)
 
+    def _live(self, spec: HostSpec) -> HostSpec:
+        """Where the bench gathers the server it loads: on vLLM the running process (its
+        pid, its HTTP API), never the launch file, which names no server to bench."""
+        if self.facts.engine.value == "vllm":
+            return spec.override(launch_file=None)
+        return spec
+
     def before(self) -> None:
-        facts = gather(self.spec, self.transport)
+        facts = gather(self._live(self.spec), self.transport)
         self.before_result = self._run(facts, facts.server_pid() or self.spec.hints.pid)
         failed = [c for c in self.before_result.cells if c.accept_length is None]
         if failed:
@@ -50,10 +57,14 @@ class BenchStep:
             )
         self.steps.append(f"bench before: {len(self.before_result.cells)} cells")
 
-    def after(self) -> str | None:
-        """None when the fix is kept; else why not."""
+    def after(self, followed: HostFacts | None = None) -> str | None:
+        """None when the fix is kept; else why not. `followed`: the relaunched host as
+        apply re-gathered it (by the new server's pid); a vLLM server is benched from it."""
         assert self.before_result is not None
-        facts = gather(self.spec.override(pid=None), self.transport)
+        if followed is not None and followed.engine.value == "vllm":
+            facts = followed
+        else:
+            facts = gather(self._live(self.spec.override(pid=None)), self.transport)
         # The server was just relaunched by us: its only traffic could be ours.
         options = self.options
         self.after_result = run_matrix(
