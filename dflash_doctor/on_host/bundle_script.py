@@ -625,17 +625,8 @@ class Bundle:
             refs += self.model_refs(argv[start:])
         if servers:
             self.read("/proc/1/cgroup", self.limits["file"])  # this machine's own container
-        vllm = None
-        if not servers and cfg.get("vllm") and not cfg.get("recorded"):
-            # finders/vllm.py looks only where no SGLang server is found.
-            vllm = self.vllm_server(mine)
-        if vllm is not None:
-            pid, argv, start, env = vllm
-            envs.append(env)
-            for fd in self.process["log_fds"]:
-                self.readlink(f"/proc/{pid}/fd/{fd}")
-            pythons += self.vllm_bins(argv, start)
-            refs += self.vllm_models(argv[start:])
+        # finders/vllm.py looks only where no SGLang server is found.
+        vllm = None if servers else self.vllm_reads(mine, envs, pythons, refs)
         words = self.launch_file_words()
         refs += self.model_refs(words)
         pythons += [w for w in words if self.python_word.search(w)]
@@ -647,6 +638,12 @@ class Bundle:
         for python in dict.fromkeys(p for p in [cfg.get("python"), *pythons] if p):
             if python.startswith("/"):
                 self.dist_info(python)
+        self.ask_servers(servers, vllm)
+        self.wait()
+
+    def ask_servers(self, servers: list[Any], vllm: Any) -> None:
+        """The log, the commands, and what gathering asks the one server found."""
+        cfg = self.cfg
         log = self.server_log(servers[0][0] if servers else vllm[0] if vllm else None)
         streamed = self.log(log) if log else False
         for argv in cfg.get("commands", []):
@@ -661,7 +658,6 @@ class Bundle:
             self.ask_server(*server)
         if vllm is not None:
             self.ask_vllm(vllm[0], vllm[1][vllm[2] :])
-        self.wait()
 
     # -- a vLLM server (finders/vllm.py), where no SGLang server runs ---------------------
 
@@ -674,6 +670,22 @@ class Bundle:
             if arg == spec["module"] or arg.endswith(spec["module_file"]):
                 return i + 1
         return None
+
+    def vllm_reads(self, mine: Any, envs: list[Any], pythons: list[str], refs: list[str]) -> Any:
+        """The one vLLM server's reads (its environment, log fds, site and model files: added
+        to `envs`, `pythons`, `refs`); None where none is found or on a recorded tree."""
+        if not self.cfg.get("vllm") or self.cfg.get("recorded"):
+            return None
+        vllm = self.vllm_server(mine)
+        if vllm is None:
+            return None
+        pid, argv, start, env = vllm
+        envs.append(env)
+        for fd in self.process["log_fds"]:
+            self.readlink(f"/proc/{pid}/fd/{fd}")
+        pythons.extend(self.vllm_bins(argv, start))
+        refs.extend(self.vllm_models(argv[start:]))
+        return vllm
 
     def vllm_server(self, mine: Any) -> Any:
         """finders/vllm.find_vllm's reads: its pgrep, each candidate's command line, and the
