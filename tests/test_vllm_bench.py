@@ -236,10 +236,9 @@ def test_bench_baseline_finds_where_speculation_stops_paying(tmp_path: Path, ssh
 
 
 def test_hostile_completion_answers_are_rows_not_tracebacks() -> None:
-    from dflash_doctor.on_host.server_http import vllm_row
-
     from dflash_doctor.bench.cell_ops import add_repeat
     from dflash_doctor.bench.vllm_run import _repeat_counters
+    from dflash_doctor.on_host.server_http import vllm_row
 
     assert vllm_row({"usage": {"prompt_tokens": 5, "completion_tokens": 9},
                      "choices": [{"text": "<think>x", "finish_reason": "stop"}],
