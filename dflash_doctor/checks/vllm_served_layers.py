@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from dflash_doctor.checks.base import Evidence, Finding, Fix, Severity, Skip, Unjudged, check
 from dflash_doctor.checks.views import config_evidence, drafter, layer_list
+from dflash_doctor.checks.vllm_runner import V1_REMOVED, mixed_layers, runner_value
 from dflash_doctor.checks.vllm_views import version_evidence, vllm_dflash
 from dflash_doctor.errors import FactError
 from dflash_doctor.facts.models import DrafterConfig, HostFacts
 from dflash_doctor.facts.vllm_drafter import SLIDING, VllmLayer, vllm_layers
+from dflash_doctor.facts.vllm_models import RUNNER_ENV
 from dflash_doctor.sglang_versions import parse_version
 from dflash_doctor.spans import LayerSpan, Verdict
 
@@ -122,13 +124,18 @@ def vllm_draft_layers_served_differently(facts: HostFacts) -> list[Finding]:
     **Versions.** vLLM 0.27.1-0.34.0. Window precedence
     (vllm/model_executor/models/qwen3_dflash.py 0.27.1:137-139, 0.28.0:160-162,
     0.29.0:140-142, 0.30.0:141-143, 0.31.0:171-173, 0.32.0:171-173, 0.33.0:147-149,
-    0.34.0:178-180). `is_causal` read from 0.28.0 (0.28.0:58-67; not in 0.27.1:58-64).
+    0.34.0:178-180). `is_causal` read from 0.28.0
+    (vllm/model_executor/models/qwen3_dflash.py 0.28.0:58-67), where 0.27.1 reads only
+    `dflash_config.causal` (vllm/model_executor/models/qwen3_dflash.py 0.27.1:58-64).
     Served = built on both runners: the V1 runner's one causality
     (vllm/v1/spec_decode/dflash.py 0.27.1:79-81), V2's per group
     (vllm/v1/worker/gpu/spec_decode/dflash/speculator.py 0.34.0:327-332).
     """
     vllm_dflash(facts)
     cfg = drafter(facts)
+    refused = runner_refuses(facts, cfg)
+    if refused:
+        raise Skip(refused)
     version = parse_version(facts.vllm_version.value or "")
     reads_is_causal = version is None or version >= IS_CAUSAL_READ
     try:
@@ -191,7 +198,39 @@ def _evidence(facts: HostFacts, cfg: DrafterConfig, rows: str) -> list[Evidence]
     ]
     if facts.vllm_version.value is not None:
         evidence.append(version_evidence(facts))
+    else:
+        evidence.append(Evidence(kind="derived", text="vLLM release not known: judged as 0.28.0+"))
+    evidence.append(Evidence(kind="derived", text=f"runner: {runner(facts)}"))
     return evidence
+
+
+def runner_refuses(facts: HostFacts, cfg: DrafterConfig) -> str | None:
+    """Why vLLM will not start this draft on the runner the launch forces (DFD300 reports
+    it), else None: 0.34.0 refuses any variable but `1`; V1 refuses mixed drafters."""
+    launch = facts.vllm_launch.value
+    value = launch.environ.get(RUNNER_ENV) if launch is not None else None
+    if value is None or value == "1":
+        return None
+    version = parse_version(facts.vllm_version.value or "")
+    if version is not None and version >= V1_REMOVED:
+        return f"vLLM {facts.vllm_version.value} refuses {RUNNER_ENV}={value} (DFD300)"
+    sliding, layers = mixed_layers(cfg)
+    if runner_value(value) is not True and 0 < sliding < layers:
+        return "the V1 runner refuses this mixed sliding/full drafter (DFD300)"
+    return None
+
+
+def runner(facts: HostFacts) -> str:
+    """Which model runner serves the draft, as far as the launch says; the served spans are
+    the same on both for every drafter that starts (the module's docstring)."""
+    launch = facts.vllm_launch.value
+    value = launch.environ.get(RUNNER_ENV) if launch is not None else None
+    version = parse_version(facts.vllm_version.value or "")
+    if version is not None and version >= V1_REMOVED:
+        return "V2 (the only one from 0.34.0)"
+    if value is None:
+        return f"the one vLLM picks ({RUNNER_ENV} unset)"
+    return f"V2 ({RUNNER_ENV}={value})" if runner_value(value) else f"V1 ({RUNNER_ENV}={value})"
 
 
 def _window_fix(cfg: DrafterConfig) -> Fix:

@@ -145,3 +145,35 @@ def test_is_causal_release_from_the_wheels() -> None:
         in (d / "vllm/model_executor/models/qwen3_dflash.py").read_text()
     )
     assert reading[0] == IS_CAUSAL_READ
+
+
+@pytest.mark.parametrize(
+    ("version", "value", "status", "says"),
+    [
+        # the V1 runner serves an all-sliding drafter: judged, and the runner is named
+        ("0.27.1", "0", "failed", "runner: V1 (VLLM_USE_V2_MODEL_RUNNER=0)"),
+        ("0.33.0", "1", "failed", "runner: V2 (VLLM_USE_V2_MODEL_RUNNER=1)"),
+        ("0.34.0", None, "failed", "runner: V2 (the only one from 0.34.0)"),
+        ("0.34.0", "0", "skipped", "refuses VLLM_USE_V2_MODEL_RUNNER=0 (DFD300)"),
+    ],
+)
+def test_runner_named_or_refusal_left_to_dfd300(
+    version: str, value: str | None, status: str, says: str
+) -> None:
+    cfg = kimi(layer_types=[S] * 6, swa_window_size=4096)
+    environ = {"VLLM_USE_V2_MODEL_RUNNER": value} if value is not None else None
+    (result,) = run_checks(facts(version, cfg, environ=environ), select=["DFD310"])
+    assert result.status == status
+    shown = [e.text for f in result.findings for e in f.evidence] + [result.reason or ""]
+    assert any(says in t for t in shown), shown
+
+
+@pytest.mark.parametrize("version", ["0.27.1", "0.33.0"])
+def test_mixed_drafter_on_v1_is_dfd300s(version: str) -> None:
+    environ = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    cfg = kimi(swa_window_size=4096)
+    (result,) = run_checks(facts(version, cfg, environ=environ), select=["DFD310"])
+    assert (result.status, result.reason) == (
+        "skipped",
+        "the V1 runner refuses this mixed sliding/full drafter (DFD300)",
+    )
