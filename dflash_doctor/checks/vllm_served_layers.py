@@ -162,7 +162,12 @@ def vllm_draft_layers_served_differently(facts: HostFacts) -> list[Finding]:
             title=f"vLLM serves draft layer(s) {layer_list(off_window + off_causal)} "
             "differently from their training",
             message=_message(off_window, off_causal, facts.vllm_version.value),
-            evidence=_evidence(facts, cfg, table(spans, served, want)),
+            evidence=_evidence(
+                facts,
+                cfg,
+                table(spans, served, want),
+                "swa_window_size" if off_window else "is_causal",
+            ),
             fixes=fixes,
         )
     ]
@@ -184,12 +189,13 @@ def _message(off_window: list[LayerSpan], off_causal: list[LayerSpan], version: 
     return "; ".join(said) + "."
 
 
-def _evidence(facts: HostFacts, cfg: DrafterConfig, rows: str) -> list[Evidence]:
-    where = cfg.layer_types_source if cfg.layer_types else "dflash_config"
+def _evidence(facts: HostFacts, cfg: DrafterConfig, rows: str, key: str) -> list[Evidence]:
+    """The config's keys (at the line of the one that differs), the per-layer table, the
+    release and the runner."""
     evidence = [
         config_evidence(
             cfg,
-            "layer_types" if where != "dflash_config" else "dflash_config",
+            key,
             f"sliding_window={cfg.effective_sliding_window}, dflash_config.swa_window_size="
             f"{cfg.swa_window_size}, is_causal={cfg.is_causal_declared}, "
             f"dflash_config.causal={cfg.dflash_causal}",
