@@ -91,6 +91,26 @@ class CommandResult:
 HostKind = Literal["local", "ssh", "recorded", "offline", "docker", "kubernetes"]
 
 
+@dataclass(frozen=True)
+class HostReach:
+    """What a host offers beyond reading files and running commands, stated as data by its
+    transport: the finders (finders/pids.py, finders/gpus.py) decide from it and ask through
+    `run`, `read_file` and `list_dir` alone, so the transport stays a narrow I/O seam."""
+
+    # How the candidate server pids are listed: "pgrep" runs `pgrep -f PATTERN` through `run`
+    # (else lists /proc); "proc" only lists /proc (a recorded tree's own, where pgrep would
+    # see this machine); "none": the host has no process table (`processes_refused` says why).
+    processes: Literal["pgrep", "proc", "none"] = "pgrep"
+    processes_refused: str = ""
+    # Where the GPUs are listed: "run" runs nvidia-smi through `run`; "machine" runs it on
+    # the transport's `machine` (a container's engine host: the container may carry none);
+    # "file" reads `gpu_source` (a recorded tree's capture); "none": `gpus_refused` says why.
+    gpus: Literal["run", "machine", "file", "none"] = "run"
+    # Where the GPU list comes from, as fact errors and sources name it.
+    gpu_source: str = "nvidia-smi"
+    gpus_refused: str = ""
+
+
 class Transport(Protocol):
     """Run commands and read or write files on one host: the one seam between the tool and
     a host. Opened by `transport.open.open_transport` (the only place that decides the kind).
@@ -116,8 +136,11 @@ class Transport(Protocol):
     live_refused: str | None
     # Why this host has no server log at all (offline: not even a log path given is read).
     log_refused: str | None
-    # Where `gpu_table` reads from, as fact errors and sources name it.
-    gpu_source: str
+    # What the host offers beyond file and command I/O (its process table, its GPUs).
+    reach: HostReach
+    # The machine that runs this host (a Docker container's engine host), where `reach`
+    # sends a question there; None where the host is a machine (or a tree) itself.
+    machine: Transport | None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -184,16 +207,6 @@ class Transport(Protocol):
 
     def free_bytes(self, path: str) -> int | None:
         """Free space on the file system holding `path`; None when the host cannot say."""
-        ...
-
-    def process_ids(self) -> list[int]:
-        """Candidate SGLang server pids (pgrep -f sglang, else /proc). Refused where the host
-        has no process table (offline)."""
-        ...
-
-    def gpu_table(self) -> bytes:
-        """nvidia-smi's CSV answer to facts.gpus.NVIDIA_SMI_ARGV: run on the host, read from a
-        recorded tree's `_captured/nvidia-smi.csv`; Refused offline."""
         ...
 
     def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:

@@ -36,6 +36,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     StderrLines,
     Transport,
     bounded_on_host,
@@ -187,6 +188,9 @@ class DockerTransport(HostCommands):
         # Each question is a `docker exec` (~0.15-0.2 s of engine work), on this machine too.
         self.bundles = True
         self.relaunch_refused: str | None = None
+        # The GPUs are the engine host's (the container may carry no nvidia-smi).
+        self.reach = HostReach(gpus="machine")
+        self.machine: Transport | None = outer
         self.info = self.inspect()
         if not self.info.running or not self.info.pid:
             raise HostUnreachable(f"{host}: container {container} is not running")
@@ -276,10 +280,6 @@ class DockerTransport(HostCommands):
 
     # -- host questions -------------------------------------------------------------------
 
-    def gpu_table(self) -> bytes:
-        # The engine host's GPUs: the container may not carry nvidia-smi.
-        return self.outer.gpu_table()
-
     def prefetched(self, config: dict[str, Any]) -> Transport:
         # On this machine too: each question is a `docker exec` (~0.15-0.2 s of engine work),
         # so a gathering's commands (pgrep, id, the interpreter checks, SGLang's parse, the
@@ -289,7 +289,7 @@ class DockerTransport(HostCommands):
         return PrefetchTransport(self, self.bundle_settings(config))
 
     def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
-        # Not run in the container: its GPUs are the engine host's (gpu_table).
+        # Not run in the container: its GPUs are the engine host's (reach, machine).
         return {**config, "nvidia_smi": None}
 
     def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
