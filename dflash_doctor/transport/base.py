@@ -109,6 +109,12 @@ class HostReach:
     # Where the GPU list comes from, as fact errors and sources name it.
     gpu_source: str = "nvidia-smi"
     gpus_refused: str = ""
+    # The command that prints the server log a container runtime keeps (`docker logs`,
+    # `kubectl logs`), built from its bounds (last lines, since when; a bad `since` is a
+    # TransportError) and run on the transport's `machine` by finders/log.py; None where
+    # the log is a file (found through /proc/PID/fd): `runtime_log_refused` says so.
+    log_command: Callable[[int, str | None], list[str]] | None = None
+    runtime_log_refused: str = "the server log is a file here, found through /proc/PID/fd"
 
 
 class Transport(Protocol):
@@ -138,8 +144,9 @@ class Transport(Protocol):
     log_refused: str | None
     # What the host offers beyond file and command I/O (its process table, its GPUs).
     reach: HostReach
-    # The machine that runs this host (a Docker container's engine host), where `reach`
-    # sends a question there; None where the host is a machine (or a tree) itself.
+    # The machine this host is reached through (a Docker container's engine host, the
+    # machine that runs kubectl), where `reach` sends a question there (the engine host's
+    # GPUs, the runtime's log); None where the host is a machine (or a tree) itself.
     machine: Transport | None
 
     def run(
@@ -207,13 +214,6 @@ class Transport(Protocol):
 
     def free_bytes(self, path: str) -> int | None:
         """Free space on the file system holding `path`; None when the host cannot say."""
-        ...
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        """The server log that the runtime keeps (`docker logs`, `kubectl logs`), bounded to
-        its last `tail_lines` lines and, given `since` (a duration such as 15m, or a time),
-        to what was logged since then; Refused where the log is only a file (local, SSH,
-        recorded): gather then finds it through /proc/PID/fd."""
         ...
 
     def command_path(self, path: str) -> str:

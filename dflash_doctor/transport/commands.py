@@ -7,7 +7,6 @@ paths after `--`: host text never becomes a shell word or an option.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from dflash_doctor.errors import (
@@ -112,9 +111,6 @@ class HostCommands:
     def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
         """The bundle's config as this kind of host needs it (a live host: as it is)."""
         return config
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise Refused(f"{self.host}: the server log is a file here, found through /proc/PID/fd")
 
     def __enter__(self) -> Self:
         return self

@@ -189,7 +189,7 @@ class DockerTransport(HostCommands):
         self.bundles = True
         self.relaunch_refused: str | None = None
         # The GPUs are the engine host's (the container may carry no nvidia-smi).
-        self.reach = HostReach(gpus="machine")
+        self.reach = HostReach(gpus="machine", log_command=self.logs_argv)
         self.machine: Transport | None = outer
         self.info = self.inspect()
         if not self.info.running or not self.info.pid:
@@ -291,9 +291,6 @@ class DockerTransport(HostCommands):
     def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
         # Not run in the container: its GPUs are the engine host's (reach, machine).
         return {**config, "nvidia_smi": None}
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.outer.run_stream(self.logs_argv(tail_lines, since), timeout=600)
 
     def logs_argv(self, tail_lines: int, since: str | None = None) -> list[str]:
         """`docker logs` of the container, stdout and stderr in one stream (SGLang logs on

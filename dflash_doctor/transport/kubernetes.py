@@ -28,6 +28,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     StderrLines,
     Transport,
     bounded_on_host,
@@ -240,6 +241,10 @@ class KubernetesTransport(ExecFiles, HostCommands):
             self.target = KubeTarget(
                 target.namespace, target.pod, self.pod.container, target.kubeconfig, target.context
             )
+        # GPUs: nvidia-smi in the pod (it sees only the GPUs it was given); the log: the
+        # kubelet's, asked with kubectl on the machine that runs it.
+        self.reach = HostReach(log_command=self.logs_argv)
+        self.machine: Transport | None = outer
 
     def kubectl(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
         try:
@@ -309,8 +314,10 @@ class KubernetesTransport(ExecFiles, HostCommands):
     ) -> FileId | None:
         raise Refused(f"{self.host}:{path}: a pod's files are never edited: `fix` prints a patch")
 
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.outer.run_stream(self.target.logs_argv(tail_lines, since), timeout=600)
+    def logs_argv(self, tail_lines: int, since: str | None = None) -> list[str]:
+        """`kubectl logs` of the server's container, bounded to its last `tail_lines` lines
+        and, when given, `since` (a duration or an RFC 3339 time)."""
+        return self.target.logs_argv(tail_lines, since)
 
     def close(self) -> None:
         self.outer.close()

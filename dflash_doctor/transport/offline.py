@@ -7,8 +7,6 @@ nothing is ever relaunched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from dflash_doctor.errors import OutOfReach
 from dflash_doctor.transport.base import HostKind, HostReach, Transport
 from dflash_doctor.transport.wrapped import Delegating
@@ -44,6 +42,3 @@ class OfflineTransport(Delegating):
 
     def list_dir(self, path: str) -> list[str]:
         return self.inner.list_dir(self._no_proc(path))
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise OutOfReach(f"{self.host}: offline: no running server, no log")

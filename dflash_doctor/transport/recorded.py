@@ -58,7 +58,12 @@ class RecordedTransport(Delegating):
         self.live_refused = f"{self.host}: a recorded host tree has no live server"
         # The tree's own /proc: what ran when it was recorded (pgrep would see this
         # machine); its GPUs: the nvidia-smi answer captured with it.
-        self.reach = HostReach(processes="proc", gpus="file", gpu_source=GPU_CAPTURE)
+        self.reach = HostReach(
+            processes="proc",
+            gpus="file",
+            gpu_source=GPU_CAPTURE,
+            runtime_log_refused="a recorded tree's log is a file, found through /proc/PID/fd",
+        )
         self.machine = None
 
     def map(self, path: str, *, follow: bool = True) -> str:
@@ -133,9 +138,6 @@ class RecordedTransport(Delegating):
 
     def free_bytes(self, path: str) -> int | None:
         return self.inner.free_bytes(self.map(path))
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise Refused(f"{self.host}: a recorded tree's log is a file, found through /proc/PID/fd")
 
     def command_path(self, path: str) -> str:
         # The one place a tree path leaves the transport: as an argument of a command that

@@ -96,9 +96,6 @@ class Delegating:
     def free_bytes(self, path: str) -> int | None:
         return self.inner.free_bytes(path)
 
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.inner.runtime_log(tail_lines=tail_lines, since=since)
-
     def command_path(self, path: str) -> str:
         return self.inner.command_path(path)
 

@@ -20,6 +20,7 @@ from dflash_doctor.errors import (
     TransportError,
     UsageError,
 )
+from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.finders.process import outside_containers
 from dflash_doctor.transport.base import CommandResult
@@ -137,13 +138,13 @@ def test_discovery_finds_the_sglang_container(sglang_container) -> None:  # type
             "-m",
             "sglang.launch_server",
         ]
-        log = b"".join(t.runtime_log(tail_lines=1000))
+        log = b"".join(runtime_log(t, tail_lines=1000))
         assert b"draft_window_size=None, compact_cache=False" in log
-        assert len(b"".join(t.runtime_log(tail_lines=1)).splitlines()) == 1
-        assert b"draft_window_size=None" in b"".join(t.runtime_log(tail_lines=9, since="1h"))
-        assert b"".join(t.runtime_log(tail_lines=9, since="2099-01-01T00:00:00Z")) == b""
+        assert len(b"".join(runtime_log(t, tail_lines=1)).splitlines()) == 1
+        assert b"draft_window_size=None" in b"".join(runtime_log(t, tail_lines=9, since="1h"))
+        assert b"".join(runtime_log(t, tail_lines=9, since="2099-01-01T00:00:00Z")) == b""
         with pytest.raises(TransportError, match="not a duration"):
-            t.runtime_log(tail_lines=9, since="--follow")
+            runtime_log(t, tail_lines=9, since="--follow")
 
 
 def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(

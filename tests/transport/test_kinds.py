@@ -10,6 +10,7 @@ import pytest
 
 from dflash_doctor.errors import FactError, FileMissing, Refused, UsageError
 from dflash_doctor.finders.gpus import gpu_table
+from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.transport import open as opener
@@ -62,7 +63,7 @@ def test_offline_refuses_every_question_about_a_running_host(tmp_path: Path) -> 
         for ask in (
             lambda: process_ids(t),
             lambda: gpu_table(t),
-            lambda: t.runtime_log(tail_lines=1),
+            lambda: runtime_log(t, tail_lines=1),
         ):
             with pytest.raises(Refused, match=r"^a: offline"):
                 ask()
@@ -92,7 +93,7 @@ def test_recorded_maps_every_path_under_its_tree() -> None:
         assert t.reach.gpu_source == GPU_CAPTURE
         assert t.command_path("/var/log/x") == str(DEMO_HOST / "var/log/x")
         with pytest.raises(Refused, match="is a file"):
-            t.runtime_log(tail_lines=1)
+            runtime_log(t, tail_lines=1)
         assert t.relaunch_refused == relaunch_refusal(spec)
         with pytest.raises(FileMissing):
             t.read_file("/etc/passwd", max_bytes=1 << 20)  # the tree's, which it has not
