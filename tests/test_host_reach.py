@@ -11,7 +11,7 @@ from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
 from dflash_doctor.finders.gpus import find_gpus, gpu_table
 from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
-from dflash_doctor.transport.base import HostReach, Transport
+from dflash_doctor.transport.base import HostReach, LogCommand, Transport
 from tests.fakes import FakeHost, fails, ok
 
 CSV = "0, NVIDIA H200, 143771, 1, 570.86.15\n"
@@ -79,12 +79,15 @@ def test_a_runtime_log_is_asked_on_the_machine_that_keeps_it() -> None:
     engine = FakeHost(host="engine", commands={("docker", "logs"): ok("a\nb\n")})
     box = FakeHost(host="box")
 
-    def logs(tail: int, since: str | None) -> list[str]:
-        return ["docker", "logs", f"--tail={tail}", *([f"--since={since}"] if since else [])]
-
+    logs = LogCommand(("docker", "logs"), "--tail=", (("[0-9]+h", "--since"),), "hours only")
     box.reach, box.machine = HostReach(log_command=logs), engine
     assert b"".join(runtime_log(box, tail_lines=5, since="1h")) == b"a\nb\n"
     assert engine.asked == ["run docker logs --tail=5"] and box.asked == []
+    # The bounds are data: a `since` that matches no form never reaches the host.
+    assert logs.argv(0, "2h") == ["docker", "logs", "--tail=1", "--since", "2h"]
+    with pytest.raises(TransportError, match=r"^--since '--follow': hours only$"):
+        runtime_log(box, tail_lines=5, since="--follow")
+    assert engine.asked == ["run docker logs --tail=5"]
 
 
 def test_a_log_that_is_a_file_is_refused_with_where_to_find_it() -> None:

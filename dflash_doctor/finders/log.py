@@ -87,7 +87,7 @@ def runtime_log(t: Transport, *, tail_lines: int, since: str | None = None) -> I
     command = t.reach.log_command
     if command is None or t.machine is None:
         raise Refused(f"{t.host}: {t.reach.runtime_log_refused}")
-    return t.machine.run_stream(command(tail_lines, since), timeout=600)
+    return t.machine.run_stream(command.argv(tail_lines, since), timeout=600)
 
 
 def scan_log_file(t: Transport, path: str, pythons: Iterator[list[str]]) -> LogFacts:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Self
+
+from dflash_doctor.errors import TransportError
 
 CHUNK_BYTES = 1024 * 1024
 # The most one command may print on stdout or stderr before it is ended and the read fails
@@ -92,6 +95,39 @@ HostKind = Literal["local", "ssh", "recorded", "offline", "docker", "kubernetes"
 
 
 @dataclass(frozen=True)
+class LogCommand:
+    """The command that prints the server log a container runtime keeps (`docker logs`,
+    `kubectl logs`), as words: `before`, the line bound (`tail`: a flag ending in `=` takes
+    its value in the same word, else in the next), `middle`, the since bound when one is
+    given (the flag of the first pattern that matches it whole), then `end`. Only the bounds
+    are filled in; no other word is ever formatted."""
+
+    before: tuple[str, ...]
+    tail: str
+    # (pattern, flag) pairs a `since` value is tried against, in order.
+    since: tuple[tuple[str, str], ...]
+    # Why a `since` that matches none is refused (after `--since VALUE: `).
+    since_refused: str
+    middle: tuple[str, ...] = ()
+    end: tuple[str, ...] = ()
+
+    def argv(self, tail_lines: int, since: str | None = None) -> list[str]:
+        """The argv for the last `tail_lines` lines (at least one), since `since` if given;
+        a TransportError for a `since` no pattern matches (it is never an option)."""
+        words = [*self.before, *_flag(self.tail, str(max(int(tail_lines), 1))), *self.middle]
+        if since is not None:
+            flag = next((f for p, f in self.since if re.fullmatch(p, since)), None)
+            if flag is None:
+                raise TransportError(f"--since {since!r}: {self.since_refused}")
+            words += _flag(flag, since)
+        return [*words, *self.end]
+
+
+def _flag(flag: str, value: str) -> list[str]:
+    return [flag + value] if flag.endswith("=") else [flag, value]
+
+
+@dataclass(frozen=True)
 class HostReach:
     """What a host offers beyond reading files and running commands, stated as data by its
     transport: the finders (finders/pids.py, finders/gpus.py) decide from it and ask through
@@ -110,10 +146,9 @@ class HostReach:
     gpu_source: str = "nvidia-smi"
     gpus_refused: str = ""
     # The command that prints the server log a container runtime keeps (`docker logs`,
-    # `kubectl logs`), built from its bounds (last lines, since when; a bad `since` is a
-    # TransportError) and run on the transport's `machine` by finders/log.py; None where
-    # the log is a file (found through /proc/PID/fd): `runtime_log_refused` says so.
-    log_command: Callable[[int, str | None], list[str]] | None = None
+    # `kubectl logs`), run on the transport's `machine` by finders/log.py; None where the
+    # log is a file (found through /proc/PID/fd): `runtime_log_refused` says so.
+    log_command: LogCommand | None = None
     runtime_log_refused: str = "the server log is a file here, found through /proc/PID/fd"
 
 

@@ -37,6 +37,7 @@ from dflash_doctor.transport.base import (
     FileId,
     HostKind,
     HostReach,
+    LogCommand,
     StderrLines,
     Transport,
     bounded_on_host,
@@ -189,7 +190,7 @@ class DockerTransport(HostCommands):
         self.bundles = True
         self.relaunch_refused: str | None = None
         # The GPUs are the engine host's (the container may carry no nvidia-smi).
-        self.reach = HostReach(gpus="machine", log_command=self.logs_argv)
+        self.reach = HostReach(gpus="machine", log_command=self.log_command())
         self.machine: Transport | None = outer
         self.info = self.inspect()
         if not self.info.running or not self.info.pid:
@@ -292,24 +293,17 @@ class DockerTransport(HostCommands):
         # Not run in the container: its GPUs are the engine host's (reach, machine).
         return {**config, "nvidia_smi": None}
 
-    def logs_argv(self, tail_lines: int, since: str | None = None) -> list[str]:
+    def log_command(self) -> LogCommand:
         """`docker logs` of the container, stdout and stderr in one stream (SGLang logs on
-        stderr), bounded to its last `tail_lines` lines and, when given, `since`."""
-        words = ["--tail", str(max(int(tail_lines), 1))]
-        if since is not None:
-            if not SINCE.fullmatch(since):
-                raise TransportError(f"--since {since!r}: not a duration or time")
-            words += ["--since", since]
+        stderr), bounded to its last lines and, when given, since a time."""
         # `exec ... 2>&1`: the words are positional parameters, never shell text.
-        return [
-            "sh",
-            "-c",
-            'exec docker logs "$@" 2>&1',
-            "sh",
-            *words,
-            "--",
-            self.container,
-        ]
+        return LogCommand(
+            before=("sh", "-c", 'exec docker logs "$@" 2>&1', "sh"),
+            tail="--tail",
+            since=((SINCE.pattern, "--since"),),
+            since_refused="not a duration or time",
+            end=("--", self.container),
+        )
 
     def close(self) -> None:
         self.outer.close()
