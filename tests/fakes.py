@@ -19,6 +19,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     StderrLines,
 )
 from dflash_doctor.transport.commands import HostCommands
@@ -57,6 +58,8 @@ class FakeHost(HostCommands):
 
     def __post_init__(self) -> None:
         self.bundles = self.remote  # as the real transports: another machine is bundled
+        # As the real transports: a machine's /proc shows its containers' processes.
+        self.reach = HostReach(containers=self.kind in ("local", "ssh"))
 
     # -- commands -------------------------------------------------------------------------
 

@@ -145,6 +145,10 @@ class HostReach:
     # Where the GPU list comes from, as fact errors and sources name it.
     gpu_source: str = "nvidia-smi"
     gpus_refused: str = ""
+    # Whether the host's process table shows the processes of the Docker containers that
+    # run on it, so a server found there may be a container's (finders/containers.py): a
+    # machine (local, SSH); never a container or a recorded tree (/proc shows its own only).
+    containers: bool = False
     # The command that prints the server log a container runtime keeps (`docker logs`,
     # `kubectl logs`), run on the transport's `machine` by finders/log.py; None where the
     # log is a file (found through /proc/PID/fd): `runtime_log_refused` says so.

@@ -20,17 +20,19 @@ from dflash_doctor.errors import (
     TransportError,
     UsageError,
 )
+from dflash_doctor.finders.containers import (
+    container_of_cgroup,
+    container_of_process,
+    find_sglang_containers,
+)
 from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.finders.process import outside_containers
-from dflash_doctor.transport.base import CommandResult
+from dflash_doctor.transport.base import CommandResult, HostReach
 from dflash_doctor.transport.docker import (
     DockerTransport,
     _Exec,
     check_container_name,
-    container_of_cgroup,
-    container_of_process,
-    find_sglang_containers,
     parse_inspect,
 )
 from dflash_doctor.transport.local import LocalTransport
@@ -272,7 +274,7 @@ def test_a_container_on_an_ssh_hosts_engine(sglang_container: dict[str, object],
 class _Machine:
     """A machine's /proc/PID/cgroup files, as a local transport reads them."""
 
-    kind = "local"
+    reach = HostReach(containers=True)
 
     def __init__(self, cgroups: dict[int, str]) -> None:
         self.cgroups = cgroups
@@ -290,8 +292,8 @@ class _Machine:
 def test_a_machine_that_is_itself_a_container_keeps_its_processes() -> None:
     from typing import cast
 
+    from dflash_doctor.finders.containers import machine_server_container
     from dflash_doctor.transport.base import Transport
-    from dflash_doctor.transport.docker import machine_server_container
 
     mine, other = "a" * 64, "b" * 64
     m = cast(
