@@ -8,6 +8,7 @@ import pytest
 
 from dflash_doctor.errors import OutOfReach, Refused, TransportError
 from dflash_doctor.facts.gpus import NVIDIA_SMI_ARGV
+from dflash_doctor.finders.containers import machine_server_container
 from dflash_doctor.finders.gpus import find_gpus, gpu_table
 from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
@@ -97,3 +98,13 @@ def test_a_log_that_is_a_file_is_refused_with_where_to_find_it() -> None:
     host.log_refused = "fake: offline: no log"
     with pytest.raises(OutOfReach, match=r"^fake: offline: no log$"):
         runtime_log(host, tail_lines=5)
+
+
+def test_only_a_machine_is_asked_which_container_runs_a_process() -> None:
+    cgroups = {"/proc/7/cgroup": f"0::/system.slice/docker-{'c' * 64}.scope\n"}
+    names = {("docker", "inspect"): ok("/box\n")}
+    machine = FakeHost(files={**cgroups, "/proc/1/cgroup": "0::/\n"}, commands=names)
+    assert machine.reach.containers and machine_server_container(machine, 7) == "box"
+    # A container's (or a recorded tree's) /proc shows only its own processes.
+    box = FakeHost(files=cgroups, commands=names, kind="docker")
+    assert machine_server_container(box, 7) is None and box.asked == []
