@@ -13,7 +13,7 @@ from dflash_doctor.finders.gpus import find_gpus, gpu_table
 from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.transport.base import HostReach, LogCommand, Transport
-from tests.fakes import FakeHost, fails, ok
+from tests.fakes import Answer, FakeHost, fails, ok
 
 CSV = "0, NVIDIA H200, 143771, 1, 570.86.15\n"
 PROC = {"/proc/12/cmdline": b"python\0-m\0sglang.launch_server\0", "/proc/self/x": b""}
@@ -102,7 +102,7 @@ def test_a_log_that_is_a_file_is_refused_with_where_to_find_it() -> None:
 
 def test_only_a_machine_is_asked_which_container_runs_a_process() -> None:
     cgroups = {"/proc/7/cgroup": f"0::/system.slice/docker-{'c' * 64}.scope\n"}
-    names = {("docker", "inspect"): ok("/box\n")}
+    names: dict[tuple[str, ...], Answer] = {("docker", "inspect"): ok("/box\n")}
     machine = FakeHost(files={**cgroups, "/proc/1/cgroup": "0::/\n"}, commands=names)
     assert machine.reach.containers and machine_server_container(machine, 7) == "box"
     # A container's (or a recorded tree's) /proc shows only its own processes.
