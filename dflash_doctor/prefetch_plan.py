@@ -13,10 +13,10 @@ from functools import cache
 from typing import Any, cast
 
 from dflash_doctor.facts.launch import FLAG_SPECS
+from dflash_doctor.finders.pids import PGREP_ARGV
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.on_host import host_exec_rules as rules
 from dflash_doctor.transport.base import Transport
-from dflash_doctor.transport.questions import PGREP_ARGV
 
 # The model flags whose values name the target and the drafter, as facts/launch.py FLAG_SPECS:
 # 0.5.11 srt/server_args.py:4191-4192 (`--model-path`, alias `--model`) and :5371

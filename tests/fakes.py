@@ -3,8 +3,8 @@ links and command answers are given as data, and the Transport protocol answers 
 exactly as a real transport would (the same typed errors). What the tool under test asks is
 recorded in `asked`, so a test can say which questions reached the host.
 
-Process and GPU questions go through the shared host-command logic (transport/commands.py),
-so a fake host is asked them as a real SSH host is: `pgrep`, else /proc; nvidia-smi.
+Process and GPU questions go through the finders (finders/pids.py, finders/gpus.py) as for
+a real SSH host: the fake is asked `pgrep`, else /proc; nvidia-smi.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     StderrLines,
 )
 from dflash_doctor.transport.commands import HostCommands
@@ -57,6 +58,8 @@ class FakeHost(HostCommands):
 
     def __post_init__(self) -> None:
         self.bundles = self.remote  # as the real transports: another machine is bundled
+        # As the real transports: a machine's /proc shows its containers' processes.
+        self.reach = HostReach(containers=self.kind in ("local", "ssh"))
 
     # -- commands -------------------------------------------------------------------------
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from dflash_doctor.errors import DoctorError, FactError, FileMissing, PermissionDenied, Refused
+from dflash_doctor.errors import (
+    DoctorError,
+    FactError,
+    FileMissing,
+    OutOfReach,
+    PermissionDenied,
+    Refused,
+)
 from dflash_doctor.facts.models import Fact, LogFacts
 from dflash_doctor.facts.server_log import read_filter_output, scan_log
 from dflash_doctor.finders.base import attempt
@@ -55,7 +62,7 @@ def find_log(
         # A container's server logs to a pipe: its runtime (docker, kubelet) keeps it.
         where = f"{t.kind} logs"
         try:
-            chunks = t.runtime_log(tail_lines=RUNTIME_LOG_TAIL_LINES, since=since)
+            chunks = runtime_log(t, tail_lines=RUNTIME_LOG_TAIL_LINES, since=since)
         except Refused:
             pass  # the log is a file here (local, SSH, a recorded tree)
         except DoctorError as e:
@@ -67,6 +74,20 @@ def find_log(
             f"{host}: server log not found (give its path with --log or log_path)"
         )
     return attempt(host, path, lambda: scan_log_file(t, path, pythons))
+
+
+def runtime_log(t: Transport, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
+    """The server log that the runtime keeps (`docker logs`, `kubectl logs`: the command
+    `t.reach` names, run on `t.machine`), bounded to its last `tail_lines` lines and, given
+    `since` (a duration such as 15m, or a time), to what was logged since then; Refused
+    where the log is only a file (local, SSH, recorded): it is then found through
+    /proc/PID/fd; OutOfReach where the host has no log at all (offline)."""
+    if t.log_refused is not None:
+        raise OutOfReach(t.log_refused)
+    command = t.reach.log_command
+    if command is None or t.machine is None:
+        raise Refused(f"{t.host}: {t.reach.runtime_log_refused}")
+    return t.machine.run_stream(command.argv(tail_lines, since), timeout=600)
 
 
 def scan_log_file(t: Transport, path: str, pythons: Iterator[list[str]]) -> LogFacts:

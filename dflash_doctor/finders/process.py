@@ -9,6 +9,8 @@ from dflash_doctor.facts.environment import catalog_environ
 from dflash_doctor.facts.launch import parse_cmdline, parse_launch_file, sglang_args_start
 from dflash_doctor.facts.models import Fact, ServerProcess
 from dflash_doctor.facts.runtime import server_address
+from dflash_doctor.finders.containers import machine_server_container
+from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.finders.plan import PROCESS
 from dflash_doctor.finders.vllm import runs_vllm_pid, runs_vllm_text
 from dflash_doctor.host_exec import parse_status_ids
@@ -38,7 +40,7 @@ def running_servers(t: Transport) -> list[tuple[int, bytes]]:
     """Every SGLang server process on the machine itself (pid, command line). Refused where
     the host has no process table (offline)."""
     servers: list[tuple[int, bytes]] = []
-    for pid in t.process_ids():
+    for pid in process_ids(t):
         try:
             cmdline = read_cmdline(t, pid)
         except DoctorError:
@@ -193,8 +195,6 @@ def outside_containers(t: Transport, servers: list[tuple[int, bytes]]) -> list[t
     models, Python and log in the container's namespace: read from here they would be
     the wrong files (and `fix --apply` would stop a container's process), so it is named
     for `docker://` instead; a FactError when only such servers run."""
-    from dflash_doctor.transport.docker import machine_server_container
-
     bare, contained = [], []
     for pid, cmdline in servers:
         name = machine_server_container(t, pid)

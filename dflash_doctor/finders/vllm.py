@@ -30,11 +30,11 @@ from dflash_doctor.facts.vllm_launch import (
 from dflash_doctor.facts.vllm_metrics import parse_vllm_runtime
 from dflash_doctor.facts.vllm_models import Engine, VllmLaunch, VllmRuntime
 from dflash_doctor.finders.base import MAX_HOST_FILE_BYTES, attempt, host_file_reader
+from dflash_doctor.finders.pids import proc_pids, process_ids
 from dflash_doctor.finders.server_api import ask_server
 from dflash_doctor.finders.version import dist_infos
 from dflash_doctor.hosts import GatherHints, HostSpec
 from dflash_doctor.transport.base import Transport
-from dflash_doctor.transport.questions import proc_pids
 
 MAX_CMDLINE_BYTES = 1024 * 1024
 # How a live host is asked for vLLM's processes (the bundle runs the same argv).
@@ -75,7 +75,7 @@ def _candidates(t: Transport) -> list[int]:
     lists. Elsewhere the transport's own table: a recorded tree's /proc (pgrep would see
     this machine), none offline (OutOfReach)."""
     if t.live_refused is not None:
-        return t.process_ids()
+        return process_ids(t)
     try:
         res = t.run(list(VLLM_PGREP_ARGV), timeout=10)
         if res.returncode in (0, 1):

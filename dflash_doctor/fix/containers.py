@@ -33,6 +33,7 @@ from dflash_doctor.errors import DoctorError, FactError, TransportError
 from dflash_doctor.facts.launch import parse_argv, parse_compose, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.shell import Reader
+from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.fix.apply import Applier, FileSite, Outcome, apply_plan, rollback
 from dflash_doctor.fix.edits import edit_argv
 from dflash_doctor.fix.launch_sources import ComposeService
@@ -171,7 +172,7 @@ def _inside(spec: HostSpec, t: DockerTransport) -> Iterator[Transport]:
 def _logs_tail(t: DockerTransport) -> list[str]:
     """The container's last log lines (`docker logs`: the server's stdout and stderr)."""
     try:
-        data = b"".join(t.runtime_log(tail_lines=20))
+        data = b"".join(runtime_log(t, tail_lines=20))
     except DoctorError:
         return []
     return data.decode("utf-8", "replace").splitlines()[-20:]

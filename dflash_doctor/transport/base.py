@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Self
+
+from dflash_doctor.errors import TransportError
 
 CHUNK_BYTES = 1024 * 1024
 # The most one command may print on stdout or stderr before it is ended and the read fails
@@ -91,6 +94,68 @@ class CommandResult:
 HostKind = Literal["local", "ssh", "recorded", "offline", "docker", "kubernetes"]
 
 
+@dataclass(frozen=True)
+class LogCommand:
+    """The command that prints the server log a container runtime keeps (`docker logs`,
+    `kubectl logs`), as words: `before`, the line bound (`tail`: a flag ending in `=` takes
+    its value in the same word, else in the next), `middle`, the since bound when one is
+    given (the flag of the first pattern that matches it whole), then `end`. Only the bounds
+    are filled in; no other word is ever formatted."""
+
+    before: tuple[str, ...]
+    tail: str
+    # (pattern, flag) pairs a `since` value is tried against, in order.
+    since: tuple[tuple[str, str], ...]
+    # Why a `since` that matches none is refused (after `--since VALUE: `).
+    since_refused: str
+    middle: tuple[str, ...] = ()
+    end: tuple[str, ...] = ()
+
+    def argv(self, tail_lines: int, since: str | None = None) -> list[str]:
+        """The argv for the last `tail_lines` lines (at least one), since `since` if given;
+        a TransportError for a `since` no pattern matches (it is never an option)."""
+        words = [*self.before, *_flag(self.tail, str(max(int(tail_lines), 1))), *self.middle]
+        if since is not None:
+            flag = next((f for p, f in self.since if re.fullmatch(p, since)), None)
+            if flag is None:
+                raise TransportError(f"--since {since!r}: {self.since_refused}")
+            words += _flag(flag, since)
+        return [*words, *self.end]
+
+
+def _flag(flag: str, value: str) -> list[str]:
+    return [flag + value] if flag.endswith("=") else [flag, value]
+
+
+@dataclass(frozen=True)
+class HostReach:
+    """What a host offers beyond reading files and running commands, stated as data by its
+    transport: the finders (finders/pids.py, finders/gpus.py) decide from it and ask through
+    `run`, `read_file` and `list_dir` alone, so the transport stays a narrow I/O seam."""
+
+    # How the candidate server pids are listed: "pgrep" runs `pgrep -f PATTERN` through `run`
+    # (else lists /proc); "proc" only lists /proc (a recorded tree's own, where pgrep would
+    # see this machine); "none": the host has no process table (`processes_refused` says why).
+    processes: Literal["pgrep", "proc", "none"] = "pgrep"
+    processes_refused: str = ""
+    # Where the GPUs are listed: "run" runs nvidia-smi through `run`; "machine" runs it on
+    # the transport's `machine` (a container's engine host: the container may carry none);
+    # "file" reads `gpu_source` (a recorded tree's capture); "none": `gpus_refused` says why.
+    gpus: Literal["run", "machine", "file", "none"] = "run"
+    # Where the GPU list comes from, as fact errors and sources name it.
+    gpu_source: str = "nvidia-smi"
+    gpus_refused: str = ""
+    # Whether the host's process table shows the processes of the Docker containers that
+    # run on it, so a server found there may be a container's (finders/containers.py): a
+    # machine (local, SSH); never a container or a recorded tree (/proc shows its own only).
+    containers: bool = False
+    # The command that prints the server log a container runtime keeps (`docker logs`,
+    # `kubectl logs`), run on the transport's `machine` by finders/log.py; None where the
+    # log is a file (found through /proc/PID/fd): `runtime_log_refused` says so.
+    log_command: LogCommand | None = None
+    runtime_log_refused: str = "the server log is a file here, found through /proc/PID/fd"
+
+
 class Transport(Protocol):
     """Run commands and read or write files on one host: the one seam between the tool and
     a host. Opened by `transport.open.open_transport` (the only place that decides the kind).
@@ -116,8 +181,12 @@ class Transport(Protocol):
     live_refused: str | None
     # Why this host has no server log at all (offline: not even a log path given is read).
     log_refused: str | None
-    # Where `gpu_table` reads from, as fact errors and sources name it.
-    gpu_source: str
+    # What the host offers beyond file and command I/O (its process table, its GPUs).
+    reach: HostReach
+    # The machine this host is reached through (a Docker container's engine host, the
+    # machine that runs kubectl), where `reach` sends a question there (the engine host's
+    # GPUs, the runtime's log); None where the host is a machine (or a tree) itself.
+    machine: Transport | None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -184,23 +253,6 @@ class Transport(Protocol):
 
     def free_bytes(self, path: str) -> int | None:
         """Free space on the file system holding `path`; None when the host cannot say."""
-        ...
-
-    def process_ids(self) -> list[int]:
-        """Candidate SGLang server pids (pgrep -f sglang, else /proc). Refused where the host
-        has no process table (offline)."""
-        ...
-
-    def gpu_table(self) -> bytes:
-        """nvidia-smi's CSV answer to facts.gpus.NVIDIA_SMI_ARGV: run on the host, read from a
-        recorded tree's `_captured/nvidia-smi.csv`; Refused offline."""
-        ...
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        """The server log that the runtime keeps (`docker logs`, `kubectl logs`), bounded to
-        its last `tail_lines` lines and, given `since` (a duration such as 15m, or a time),
-        to what was logged since then; Refused where the log is only a file (local, SSH,
-        recorded): gather then finds it through /proc/PID/fd."""
         ...
 
     def command_path(self, path: str) -> str:

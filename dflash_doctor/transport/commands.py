@@ -1,4 +1,4 @@
-"""The Transport protocol's host questions answered by running commands on the host.
+"""The Transport protocol's file questions answered by running commands on the host.
 
 Shared by every transport that can run commands (SSH, containers); the local transport
 answers the file-system ones through the OS instead. All argv are fixed words plus host
@@ -7,7 +7,6 @@ paths after `--`: host text never becomes a shell word or an option.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from dflash_doctor.errors import (
@@ -19,8 +18,7 @@ from dflash_doctor.errors import (
     TransportError,
     UnsafeFile,
 )
-from dflash_doctor.transport.base import CommandResult, FileId
-from dflash_doctor.transport.questions import NVIDIA_SMI, nvidia_smi_table, pgrep_or_proc
+from dflash_doctor.transport.base import CommandResult, FileId, HostReach
 
 if TYPE_CHECKING:
     from dflash_doctor.transport.base import Transport
@@ -49,7 +47,10 @@ class HostCommands:
     relaunch_refused: str | None = None
     live_refused: str | None = None
     log_refused: str | None = None
-    gpu_source: str = NVIDIA_SMI
+    # A host that runs commands: pgrep and nvidia-smi are asked there (finders/pids.py,
+    # finders/gpus.py), through `run`.
+    reach: HostReach = HostReach()
+    machine: Transport | None = None
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: None = None
@@ -96,12 +97,6 @@ class HostCommands:
     def private_dir(self, path: str) -> None:
         raise Refused(f"{self.host}:{path}: no directory is made on this kind of host")
 
-    def process_ids(self) -> list[int]:
-        return pgrep_or_proc(cast("Transport", self))
-
-    def gpu_table(self) -> bytes:
-        return nvidia_smi_table(cast("Transport", self))
-
     def command_path(self, path: str) -> str:
         return path
 
@@ -116,9 +111,6 @@ class HostCommands:
     def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
         """The bundle's config as this kind of host needs it (a live host: as it is)."""
         return config
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise Refused(f"{self.host}: the server log is a file here, found through /proc/PID/fd")
 
     def __enter__(self) -> Self:
         return self

@@ -29,13 +29,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.errors import DoctorError, HostUnreachable, TransportError
+from dflash_doctor.errors import HostUnreachable, TransportError
 from dflash_doctor.redact import is_secret_name, redact_argv
 from dflash_doctor.transport.base import (
     CHUNK_BYTES,
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
+    LogCommand,
     StderrLines,
     Transport,
     bounded_on_host,
@@ -51,9 +53,6 @@ MAX_INSPECT_BYTES = 4 * 1024 * 1024
 DEFAULT_LOG_TAIL_LINES = 200_000
 # `--since` takes a duration (10m, 1h30m), a Unix time or an RFC 3339 date.
 SINCE = re.compile(r"[0-9][0-9A-Za-z:.+-]{0,63}")
-# The cgroup path of a process in a container names the container's 64-hex id:
-# cgroupfs `/docker/ID`, systemd `/system.slice/docker-ID.scope`.
-CGROUP_CONTAINER = re.compile(r"(?:/docker/|/docker-)([0-9a-f]{64})(?:\.scope)?(?:/|$)")
 REDACTED = "***"
 
 
@@ -164,15 +163,6 @@ def redacted_env(env: list[str]) -> dict[str, str]:
     return out
 
 
-def container_of_cgroup(text: str) -> str | None:
-    """The container id a `/proc/PID/cgroup` names, or None (the process is on the host)."""
-    for line in text.splitlines()[:256]:
-        m = CGROUP_CONTAINER.search(line)
-        if m:
-            return m.group(1)
-    return None
-
-
 class DockerTransport(HostCommands):
     """One running container, reached through the `docker` CLI of `outer`'s machine."""
 
@@ -187,6 +177,9 @@ class DockerTransport(HostCommands):
         # Each question is a `docker exec` (~0.15-0.2 s of engine work), on this machine too.
         self.bundles = True
         self.relaunch_refused: str | None = None
+        # The GPUs are the engine host's (the container may carry no nvidia-smi).
+        self.reach = HostReach(gpus="machine", log_command=self.log_command())
+        self.machine: Transport | None = outer
         self.info = self.inspect()
         if not self.info.running or not self.info.pid:
             raise HostUnreachable(f"{host}: container {container} is not running")
@@ -276,10 +269,6 @@ class DockerTransport(HostCommands):
 
     # -- host questions -------------------------------------------------------------------
 
-    def gpu_table(self) -> bytes:
-        # The engine host's GPUs: the container may not carry nvidia-smi.
-        return self.outer.gpu_table()
-
     def prefetched(self, config: dict[str, Any]) -> Transport:
         # On this machine too: each question is a `docker exec` (~0.15-0.2 s of engine work),
         # so a gathering's commands (pgrep, id, the interpreter checks, SGLang's parse, the
@@ -289,30 +278,20 @@ class DockerTransport(HostCommands):
         return PrefetchTransport(self, self.bundle_settings(config))
 
     def bundle_settings(self, config: dict[str, Any]) -> dict[str, Any]:
-        # Not run in the container: its GPUs are the engine host's (gpu_table).
+        # Not run in the container: its GPUs are the engine host's (reach, machine).
         return {**config, "nvidia_smi": None}
 
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.outer.run_stream(self.logs_argv(tail_lines, since), timeout=600)
-
-    def logs_argv(self, tail_lines: int, since: str | None = None) -> list[str]:
+    def log_command(self) -> LogCommand:
         """`docker logs` of the container, stdout and stderr in one stream (SGLang logs on
-        stderr), bounded to its last `tail_lines` lines and, when given, `since`."""
-        words = ["--tail", str(max(int(tail_lines), 1))]
-        if since is not None:
-            if not SINCE.fullmatch(since):
-                raise TransportError(f"--since {since!r}: not a duration or time")
-            words += ["--since", since]
+        stderr), bounded to its last lines and, when given, since a time."""
         # `exec ... 2>&1`: the words are positional parameters, never shell text.
-        return [
-            "sh",
-            "-c",
-            'exec docker logs "$@" 2>&1',
-            "sh",
-            *words,
-            "--",
-            self.container,
-        ]
+        return LogCommand(
+            before=("sh", "-c", 'exec docker logs "$@" 2>&1', "sh"),
+            tail="--tail",
+            since=((SINCE.pattern, "--since"),),
+            since_refused="not a duration or time",
+            end=("--", self.container),
+        )
 
     def close(self) -> None:
         self.outer.close()
@@ -332,83 +311,3 @@ class _Exec(ExecFiles):
 
     def run_stream(self, argv: list[str], *, timeout: float = 300.0) -> Iterator[bytes]:
         return self.t.run_stream(argv, timeout=timeout)
-
-
-@dataclass(frozen=True)
-class FoundContainer:
-    name: str
-    id: str
-    image: str
-    argv: list[str]
-
-
-def list_containers(outer: Transport) -> list[str]:
-    """Names of the running containers (`docker ps`), empty when Docker does not answer."""
-    try:
-        res = outer.run(docker_argv("ps", "--no-trunc", "--format", "{{.Names}}"), timeout=30)
-    except DoctorError:
-        return []
-    if not res.ok:
-        return []
-    names = res.stdout.decode("utf-8", "replace").split()
-    return [n for n in names if CONTAINER_NAME.fullmatch(n)][:1024]
-
-
-def find_sglang_containers(outer: Transport) -> list[FoundContainer]:
-    """Running containers whose command runs an SGLang server (`docker ps` + inspect)."""
-    from dflash_doctor.facts.launch import sglang_args_start
-
-    found = []
-    for name in list_containers(outer):
-        try:
-            res = outer.run(docker_argv("inspect", "--type", "container", "--", name), timeout=30)
-            info = parse_inspect(res.stdout, name) if res.ok else None
-        except DoctorError:
-            continue
-        if info is None or not info.running:
-            continue
-        try:
-            sglang_args_start(info.argv)
-        except DoctorError:
-            if not any("sglang" in a and "launch_server" in a for a in info.argv):
-                continue
-        found.append(FoundContainer(info.name, info.id, info.image, redact_argv(info.argv)))
-    return found
-
-
-def container_of_process(outer: Transport, pid: int) -> str | None:
-    """The id of the container a host process runs in (its cgroup names it), or None."""
-    try:
-        data = outer.read_file(f"/proc/{pid}/cgroup", max_bytes=64 * 1024)
-    except DoctorError:
-        return None
-    return container_of_cgroup(data.decode("utf-8", "replace"))
-
-
-def container_name(outer: Transport, container_id: str) -> str:
-    """The name of a container (for a `docker://` target), else its short id."""
-    try:
-        res = outer.run(
-            docker_argv(
-                "inspect", "--type", "container", "--format", "{{.Name}}", "--", container_id
-            ),
-            timeout=30,
-        )
-    except DoctorError:
-        return container_id[:12]
-    name = res.stdout.decode("utf-8", "replace").strip().lstrip("/")
-    return name if res.ok and CONTAINER_NAME.fullmatch(name) else container_id[:12]
-
-
-def machine_server_container(t: Transport, pid: int) -> str | None:
-    """The container (its name, else short id) that process `pid` of machine `t` runs in;
-    None when it runs on the machine itself, or `t` is no machine (a container, a recorded
-    tree: their /proc shows only their own processes)."""
-    if t.kind not in ("local", "ssh"):
-        return None
-    cid = container_of_process(t, pid)
-    # A machine that is itself a container (without a cgroup namespace) shows its own id
-    # for every process, init included: those processes are this machine's.
-    if cid is None or cid == container_of_process(t, 1):
-        return None
-    return container_name(t, cid)

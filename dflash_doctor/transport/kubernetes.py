@@ -28,6 +28,8 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
+    LogCommand,
     StderrLines,
     Transport,
     bounded_on_host,
@@ -97,18 +99,20 @@ class KubeTarget:
             words.append(f"--container={self.container}")
         return [*words, "--", *argv]
 
+    def log_command(self) -> LogCommand:
+        """`kubectl logs` of the pod's container (the kubelet's copy of its stdout and
+        stderr), bounded to its last lines and, when given, since a duration or a time."""
+        return LogCommand(
+            before=(*self.base(), "logs", self.pod),
+            tail="--tail=",
+            middle=(f"--container={self.container}",) if self.container else (),
+            since=((DURATION.pattern, "--since="), (RFC3339.pattern, "--since-time=")),
+            since_refused="a duration (10m, 1h) or RFC 3339 time",
+        )
+
     def logs_argv(self, tail_lines: int, since: str | None = None) -> list[str]:
-        words = [*self.base(), "logs", self.pod, f"--tail={max(int(tail_lines), 1)}"]
-        if self.container:
-            words.append(f"--container={self.container}")
-        if since is not None:
-            if DURATION.fullmatch(since):
-                words.append(f"--since={since}")
-            elif RFC3339.fullmatch(since):
-                words.append(f"--since-time={since}")
-            else:
-                raise TransportError(f"--since {since!r}: a duration (10m, 1h) or RFC 3339 time")
-        return words
+        """The `kubectl logs` argv for the last `tail_lines` lines, since `since` if given."""
+        return self.log_command().argv(tail_lines, since)
 
     def get_argv(self, kind: str, name: str) -> list[str]:
         # Neither word may start with `-`: a kind of our own set (or the doctor's `pod`),
@@ -240,6 +244,10 @@ class KubernetesTransport(ExecFiles, HostCommands):
             self.target = KubeTarget(
                 target.namespace, target.pod, self.pod.container, target.kubeconfig, target.context
             )
+        # GPUs: nvidia-smi in the pod (it sees only the GPUs it was given); the log: the
+        # kubelet's, asked with kubectl on the machine that runs it.
+        self.reach = HostReach(log_command=self.target.log_command())
+        self.machine: Transport | None = outer
 
     def kubectl(self, argv: list[str], *, timeout: float = 30.0) -> CommandResult:
         try:
@@ -308,9 +316,6 @@ class KubernetesTransport(ExecFiles, HostCommands):
         owner: tuple[int, int] | None = None,
     ) -> FileId | None:
         raise Refused(f"{self.host}:{path}: a pod's files are never edited: `fix` prints a patch")
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.outer.run_stream(self.target.logs_argv(tail_lines, since), timeout=600)
 
     def close(self) -> None:
         self.outer.close()

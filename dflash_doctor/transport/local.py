@@ -21,6 +21,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     LineSplitter,
     StderrLines,
 )
@@ -90,6 +91,8 @@ class LocalTransport(HostCommands):
 
     remote = False
     kind: HostKind = "local"
+    # A machine: its /proc shows the processes of the containers its engine runs.
+    reach = HostReach(containers=True)
 
     def __init__(self, host: str = "localhost", *, max_output: int = MAX_OUTPUT_BYTES) -> None:
         self.host = host

@@ -7,10 +7,8 @@ nothing is ever relaunched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from dflash_doctor.errors import OutOfReach
-from dflash_doctor.transport.base import HostKind, Transport
+from dflash_doctor.transport.base import HostKind, HostReach, Transport
 from dflash_doctor.transport.wrapped import Delegating
 
 
@@ -22,6 +20,13 @@ class OfflineTransport(Delegating):
         self.relaunch_refused = f"{self.host}: offline: nothing runs, so nothing is relaunched"
         self.live_refused = f"{self.host}: offline: no running server"
         self.log_refused = f"{self.host}: offline: no running server, no log"
+        self.reach = HostReach(
+            processes="none",
+            processes_refused=f"{self.host}: offline: no server process (give a launch file)",
+            gpus="none",
+            gpus_refused=f"{self.host}: offline: no host to list GPUs of",
+        )
+        self.machine = None
 
     def _no_proc(self, path: str) -> str:
         # This machine's /proc is not the host's: no pid given or found is read here.
@@ -37,12 +42,3 @@ class OfflineTransport(Delegating):
 
     def list_dir(self, path: str) -> list[str]:
         return self.inner.list_dir(self._no_proc(path))
-
-    def process_ids(self) -> list[int]:
-        raise OutOfReach(f"{self.host}: offline: no server process (give a launch file)")
-
-    def gpu_table(self) -> bytes:
-        raise OutOfReach(f"{self.host}: offline: no host to list GPUs of")
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise OutOfReach(f"{self.host}: offline: no running server, no log")

@@ -39,7 +39,6 @@ from dflash_doctor.transport.base import (
     StderrLines,
     Transport,
 )
-from dflash_doctor.transport.questions import pgrep_or_proc
 from dflash_doctor.transport.wrapped import Delegating
 
 T = TypeVar("T")
@@ -445,29 +444,6 @@ class PrefetchTransport(Delegating):
     def remove_file(self, path: str) -> None:
         self._answers = Answers(error="dropped after a write")
         self.inner.remove_file(path)
-
-    # Asked through `run` and `list_dir` here, so that the bundle answers them.
-    def process_ids(self) -> list[int]:
-        return pgrep_or_proc(self)
-
-    def gpu_table(self) -> bytes:
-        def decode() -> bytes:
-            smi = self.config.get("nvidia_smi")
-            got = self.answers.runs.get(tuple(smi)) if smi else None
-            if got is None:
-                raise _Miss
-            if int(got["rc"]) != 0:
-                err = _unpack(got["err"], RUN_BYTES, self.host, "nvidia-smi")
-                first = err.decode("utf-8", "replace").strip().splitlines()[:1]
-                self.hits += 1
-                raise TransportError(
-                    f"{self.host}: nvidia-smi failed: {first[0] if first else got['rc']}"
-                )
-            out = _unpack(got["out"], RUN_BYTES, self.host, "nvidia-smi")
-            self.hits += 1
-            return out
-
-        return self._answer("gpu_table", decode, self.inner.gpu_table)
 
     def prefetched(self, config: dict[str, Any]) -> Transport:
         return self

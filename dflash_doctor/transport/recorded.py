@@ -17,15 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from dflash_doctor.errors import FactError, Refused
-from dflash_doctor.transport.base import CHUNK_BYTES, FileId, HostKind, Transport
+from dflash_doctor.transport.base import CHUNK_BYTES, FileId, HostKind, HostReach, Transport
 from dflash_doctor.transport.chroot import resolve_inside
-from dflash_doctor.transport.questions import proc_pids
 from dflash_doctor.transport.wrapped import Delegating
 
 # Recorded host trees keep command outputs here (`fixtures/README.md`).
 CAPTURE_DIR = "/_captured"
 GPU_CAPTURE = f"{CAPTURE_DIR}/nvidia-smi.csv"
-MAX_CAPTURE_BYTES = 1 << 20
 
 
 def tree_path(root: str, host_path: str, *, follow: bool = True) -> str:
@@ -58,7 +56,15 @@ class RecordedTransport(Delegating):
         self.root = os.path.abspath(root) if self.here else root
         self.relaunch_refused = f"{self.host}: a recorded host tree is never relaunched"
         self.live_refused = f"{self.host}: a recorded host tree has no live server"
-        self.gpu_source = GPU_CAPTURE
+        # The tree's own /proc: what ran when it was recorded (pgrep would see this
+        # machine); its GPUs: the nvidia-smi answer captured with it.
+        self.reach = HostReach(
+            processes="proc",
+            gpus="file",
+            gpu_source=GPU_CAPTURE,
+            runtime_log_refused="a recorded tree's log is a file, found through /proc/PID/fd",
+        )
+        self.machine = None
 
     def map(self, path: str, *, follow: bool = True) -> str:
         """Where the tree keeps the host path `path`."""
@@ -132,16 +138,6 @@ class RecordedTransport(Delegating):
 
     def free_bytes(self, path: str) -> int | None:
         return self.inner.free_bytes(self.map(path))
-
-    def process_ids(self) -> list[int]:
-        # The tree's own /proc: what ran when it was recorded (pgrep would see this machine).
-        return proc_pids(self.list_dir("/proc"))
-
-    def gpu_table(self) -> bytes:
-        return self.read_file(GPU_CAPTURE, max_bytes=MAX_CAPTURE_BYTES)
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        raise Refused(f"{self.host}: a recorded tree's log is a file, found through /proc/PID/fd")
 
     def command_path(self, path: str) -> str:
         # The one place a tree path leaves the transport: as an argument of a command that

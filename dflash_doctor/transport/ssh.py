@@ -41,6 +41,7 @@ from dflash_doctor.transport.base import (
     CommandResult,
     FileId,
     HostKind,
+    HostReach,
     LineSplitter,
     StderrLines,
     bounded_on_host,
@@ -252,6 +253,8 @@ class SSHTransport(HostCommands):
     remote = True
     bundles = True
     kind: HostKind = "ssh"
+    # A machine: its /proc shows the processes of the containers its engine runs.
+    reach = HostReach(containers=True)
 
     def __init__(self, host: str, target: str, options: SSHOptions) -> None:
         self.host = host

@@ -30,7 +30,8 @@ class Delegating:
         self.relaunch_refused: str | None = inner.relaunch_refused
         self.live_refused: str | None = inner.live_refused
         self.log_refused: str | None = inner.log_refused
-        self.gpu_source = inner.gpu_source
+        self.reach = inner.reach
+        self.machine = inner.machine
 
     def run(
         self, argv: list[str], *, timeout: float = 30.0, on_stderr: StderrLines | None = None
@@ -94,15 +95,6 @@ class Delegating:
 
     def free_bytes(self, path: str) -> int | None:
         return self.inner.free_bytes(path)
-
-    def process_ids(self) -> list[int]:
-        return self.inner.process_ids()
-
-    def gpu_table(self) -> bytes:
-        return self.inner.gpu_table()
-
-    def runtime_log(self, *, tail_lines: int, since: str | None = None) -> Iterator[bytes]:
-        return self.inner.runtime_log(tail_lines=tail_lines, since=since)
 
     def command_path(self, path: str) -> str:
         return self.inner.command_path(path)

@@ -20,15 +20,19 @@ from dflash_doctor.errors import (
     TransportError,
     UsageError,
 )
+from dflash_doctor.finders.containers import (
+    container_of_cgroup,
+    container_of_process,
+    find_sglang_containers,
+)
+from dflash_doctor.finders.log import runtime_log
+from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.finders.process import outside_containers
-from dflash_doctor.transport.base import CommandResult
+from dflash_doctor.transport.base import CommandResult, HostReach
 from dflash_doctor.transport.docker import (
     DockerTransport,
     _Exec,
     check_container_name,
-    container_of_cgroup,
-    container_of_process,
-    find_sglang_containers,
     parse_inspect,
 )
 from dflash_doctor.transport.local import LocalTransport
@@ -89,7 +93,7 @@ def test_exec_and_rooted_reads_agree(sglang_container) -> None:  # type: ignore[
         with pytest.raises(Refused):
             t.write_file("/tmp/x", b"")
         # The server is found in the container's own process table.
-        assert 1 in t.process_ids()
+        assert 1 in process_ids(t)
 
 
 def test_links_planted_in_the_container_stay_in_it(sglang_container, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -136,13 +140,13 @@ def test_discovery_finds_the_sglang_container(sglang_container) -> None:  # type
             "-m",
             "sglang.launch_server",
         ]
-        log = b"".join(t.runtime_log(tail_lines=1000))
+        log = b"".join(runtime_log(t, tail_lines=1000))
         assert b"draft_window_size=None, compact_cache=False" in log
-        assert len(b"".join(t.runtime_log(tail_lines=1)).splitlines()) == 1
-        assert b"draft_window_size=None" in b"".join(t.runtime_log(tail_lines=9, since="1h"))
-        assert b"".join(t.runtime_log(tail_lines=9, since="2099-01-01T00:00:00Z")) == b""
+        assert len(b"".join(runtime_log(t, tail_lines=1)).splitlines()) == 1
+        assert b"draft_window_size=None" in b"".join(runtime_log(t, tail_lines=9, since="1h"))
+        assert b"".join(runtime_log(t, tail_lines=9, since="2099-01-01T00:00:00Z")) == b""
         with pytest.raises(TransportError, match="not a duration"):
-            t.runtime_log(tail_lines=9, since="--follow")
+            runtime_log(t, tail_lines=9, since="--follow")
 
 
 def test_a_server_found_on_the_machine_but_in_a_container_is_named_for_docker(
@@ -270,7 +274,7 @@ def test_a_container_on_an_ssh_hosts_engine(sglang_container: dict[str, object],
 class _Machine:
     """A machine's /proc/PID/cgroup files, as a local transport reads them."""
 
-    kind = "local"
+    reach = HostReach(containers=True)
 
     def __init__(self, cgroups: dict[int, str]) -> None:
         self.cgroups = cgroups
@@ -288,8 +292,8 @@ class _Machine:
 def test_a_machine_that_is_itself_a_container_keeps_its_processes() -> None:
     from typing import cast
 
+    from dflash_doctor.finders.containers import machine_server_container
     from dflash_doctor.transport.base import Transport
-    from dflash_doctor.transport.docker import machine_server_container
 
     mine, other = "a" * 64, "b" * 64
     m = cast(

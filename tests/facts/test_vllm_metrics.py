@@ -77,7 +77,9 @@ def test_a_served_answer_is_the_counters_and_the_running_release() -> None:
         "vllm:spec_decode_num_draft_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-    }  # only spec-decode samples travel
+        # the scheduler's gauges travel too: bench refuses a busy server by them
+        "vllm:num_requests_running",
+    }  # only spec-decode samples and the request gauges travel, never sglang:token_usage
     runtime = parse_vllm_runtime(version, metrics, "http://127.0.0.1:8000")
     assert runtime.version == "0.34.0"
     spec = runtime.spec_decode

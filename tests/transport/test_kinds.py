@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from dflash_doctor.errors import FactError, FileMissing, Refused, UsageError
+from dflash_doctor.finders.gpus import gpu_table
+from dflash_doctor.finders.log import runtime_log
+from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.hosts import HostSpec, load_recorded_host
 from dflash_doctor.transport import open as opener
 from dflash_doctor.transport.open import OPENERS, host_kind, open_transport, relaunch_refusal
@@ -57,7 +60,11 @@ def test_offline_refuses_every_question_about_a_running_host(tmp_path: Path) -> 
     (tmp_path / "launch.sh").write_text("python -m sglang.launch_server\n")
     with open_transport(HostSpec.of(name="a", offline=True)) as t:
         assert t.read_file(str(tmp_path / "launch.sh"), max_bytes=100).startswith(b"python")
-        for ask in (t.process_ids, t.gpu_table, lambda: t.runtime_log(tail_lines=1)):
+        for ask in (
+            lambda: process_ids(t),
+            lambda: gpu_table(t),
+            lambda: runtime_log(t, tail_lines=1),
+        ):
             with pytest.raises(Refused, match=r"^a: offline"):
                 ask()
         # This machine's /proc is not the host's, whatever pid is named.
@@ -81,12 +88,12 @@ def test_recorded_maps_every_path_under_its_tree() -> None:
     with open_transport(spec) as t:
         assert isinstance(t, RecordedTransport) and t.kind == "recorded"
         assert t.read_file("/etc/sglang/launch.sh", max_bytes=1 << 20)
-        assert 4242 in t.process_ids()  # the tree's own /proc: no pgrep on this machine
-        assert t.gpu_table() == (DEMO_HOST / GPU_CAPTURE.lstrip("/")).read_bytes()
-        assert t.gpu_source == GPU_CAPTURE
+        assert 4242 in process_ids(t)  # the tree's own /proc: no pgrep on this machine
+        assert gpu_table(t) == (DEMO_HOST / GPU_CAPTURE.lstrip("/")).read_bytes()
+        assert t.reach.gpu_source == GPU_CAPTURE
         assert t.command_path("/var/log/x") == str(DEMO_HOST / "var/log/x")
         with pytest.raises(Refused, match="is a file"):
-            t.runtime_log(tail_lines=1)
+            runtime_log(t, tail_lines=1)
         assert t.relaunch_refused == relaunch_refusal(spec)
         with pytest.raises(FileMissing):
             t.read_file("/etc/passwd", max_bytes=1 << 20)  # the tree's, which it has not
