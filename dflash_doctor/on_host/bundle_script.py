@@ -656,7 +656,7 @@ class Bundle:
             self.ask_log_filter_python(None if cfg.get("recorded") else server)
         if server is not None and not cfg.get("recorded"):
             self.ask_server(*server)
-        if vllm is not None:
+        if vllm is not None and not cfg.get("recorded"):
             self.ask_vllm(vllm[0], vllm[1][vllm[2] :])
 
     # -- a vLLM server (finders/vllm.py), where no SGLang server runs ---------------------
@@ -673,8 +673,8 @@ class Bundle:
 
     def vllm_reads(self, mine: Any, envs: list[Any], pythons: list[str], refs: list[str]) -> Any:
         """The one vLLM server's reads (its environment, log fds, site and model files: added
-        to `envs`, `pythons`, `refs`); None where none is found or on a recorded tree."""
-        if not self.cfg.get("vllm") or self.cfg.get("recorded"):
+        to `envs`, `pythons`, `refs`); None where none is found."""
+        if not self.cfg.get("vllm"):
             return None
         vllm = self.vllm_server(mine)
         if vllm is None:
@@ -691,11 +691,16 @@ class Bundle:
         """finders/vllm.find_vllm's reads: its pgrep, each candidate's command line, and the
         one vLLM server's environment (the pid given, else the only one)."""
         spec = self.cfg["vllm"]
-        got = self.run(spec["pgrep"], 10)
-        if got is None or got[0] not in (0, 1):
-            return None
+        if self.cfg.get("recorded"):
+            # A recorded tree's processes are its /proc (finders/pids.process_ids).
+            pids = [int(e) for e in self.listdir("/proc") or [] if e.isdigit()]
+        else:
+            got = self.run(spec["pgrep"], 10)
+            if got is None or got[0] not in (0, 1):
+                return None
+            pids = [int(x) for x in got[1].split() if x.isdigit()]
         found = []
-        for pid in [int(x) for x in got[1].split() if x.isdigit()][: self.limits["processes"]]:
+        for pid in pids[: self.limits["processes"]]:
             if pid in mine:
                 self.files[self.path(f"/proc/{pid}/cmdline")] = {"err": "nofile"}
                 continue

@@ -38,7 +38,7 @@ from fixtures.sshd import free_port
 from tests.conftest import DEMO_HOST, FIXTURE_HOSTS, REPO
 from tests.test_vllm_stand_in import running, venv_with_vllm
 
-HOSTS = [DEMO_HOST, *(FIXTURE_HOSTS / n for n in ("tuned", "v0511", "v0513", "v0523"))]
+HOSTS = [DEMO_HOST, *(FIXTURE_HOSTS / n for n in ("tuned", "v0511", "v0513", "v0523", "vllm034"))]
 
 
 def _misses(t: Any) -> list[str]:
