@@ -64,6 +64,21 @@ def test_fix_awaits_health_where_the_server_listens() -> None:
     )
 
 
+def test_fix_refuses_to_relaunch_a_server_on_a_unix_socket() -> None:
+    """Its health could not be awaited: refused before anything changes (apply_plan)."""
+    from dflash_doctor.fix.apply import _unix_socket
+
+    spec = HostSpec(name="h")
+    on_socket = ["vllm", "serve", "m", "--uds", "/run/v.sock"]
+    why = _unix_socket(spec, LaunchArgs(argv=on_socket, source="s", kind="script"))
+    assert why == (
+        "h: the vLLM server listens on the Unix socket /run/v.sock (--uds): not asked over "
+        "HTTP, so its health after a relaunch cannot be awaited"
+    )
+    on_port = ["vllm", "serve", "m", "--uds=", "--port", "8001"]
+    assert _unix_socket(spec, LaunchArgs(argv=on_port, source="s", kind="script")) is None
+
+
 def check(sshd: Any, pid: int) -> dict[str, Any]:
     argv = ["check", sshd.address, *reach(sshd), "--pid", str(pid), "--format", "json"]
     result = doctor(*argv, "--select", "DFD304", columns=250, timeout=120)
