@@ -12,7 +12,7 @@ from dflash_doctor.facts.runtime import server_address
 from dflash_doctor.finders.containers import machine_server_container
 from dflash_doctor.finders.pids import process_ids
 from dflash_doctor.finders.plan import PROCESS
-from dflash_doctor.finders.vllm import runs_vllm_pid, runs_vllm_text
+from dflash_doctor.finders.vllm import runs_vllm_pid, runs_vllm_text, vllm_listens_on
 from dflash_doctor.host_exec import parse_status_ids
 from dflash_doctor.hosts import GatherHints
 from dflash_doctor.redact import redact_text
@@ -66,6 +66,8 @@ def find_pid(t: Transport, host: str, hints: GatherHints) -> int | None:
         on_port = [s for s in servers if _port(s) == hints.server_port]
         if len(on_port) == 1:
             return on_port[0][0]
+        if not on_port and vllm_listens_on(t, hints.server_port):
+            return None  # a vLLM server's port (a relaunch followed): finders/vllm.py finds it
         raise ServerChoice(
             f"{host}: no SGLang server listens on port {hints.server_port}"
             + (f"; running: {describe_servers(t, servers)}" if servers else "")

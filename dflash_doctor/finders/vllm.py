@@ -124,6 +124,15 @@ def vllm_server_on(t: Transport, argv: list[str]) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
+def vllm_listens_on(t: Transport, port: int) -> bool:
+    """Whether a running vLLM server listens on `port` (its `--port`, else vLLM's default);
+    False when none can be listed."""
+    try:
+        return any((_port(words) or VLLM_DEFAULT_PORT) == port for _, words in vllm_servers(t))
+    except DoctorError:
+        return False
+
+
 def runs_vllm_pid(t: Transport, pid: int) -> bool:
     """Whether process `pid` runs a vLLM server (False when it cannot be read)."""
     try:

@@ -33,12 +33,14 @@ from dflash_doctor.errors import DoctorError, FactError, TransportError
 from dflash_doctor.facts.launch import parse_argv, parse_compose, parse_launch_file
 from dflash_doctor.facts.models import HostFacts, LaunchArgs
 from dflash_doctor.facts.shell import Reader
+from dflash_doctor.facts.vllm_launch import parse_vllm_argv, runs_vllm
 from dflash_doctor.finders.log import runtime_log
 from dflash_doctor.fix.apply import Applier, FileSite, Outcome, apply_plan, rollback
 from dflash_doctor.fix.edits import edit_argv
 from dflash_doctor.fix.launch_sources import ComposeService
 from dflash_doctor.fix.plan import FixPlan, plan_fixes
 from dflash_doctor.fix.report import PlanView
+from dflash_doctor.fix.vllm_edits import proved_vllm_argv
 from dflash_doctor.hosts import HostSpec
 from dflash_doctor.redact import redact_argv, redact_block
 from dflash_doctor.runner import run_checks
@@ -83,6 +85,12 @@ def _view(plan: FixPlan, **shown: Any) -> PlanView:
 
 
 def _launch_of(argv: list[str], source: str) -> LaunchArgs:
+    """The launch a container's command runs: SGLang's parsed; vLLM's as its words (secrets
+    hidden), read by vLLM's own reading first so that a command it would refuse is refused
+    here (facts/vllm_launch.py)."""
+    if runs_vllm(argv):
+        parse_vllm_argv(argv, source=source, kind="argv")
+        return LaunchArgs(source=source, kind="argv", argv=redact_argv(argv))
     try:
         return parse_argv(argv, source=source, kind="argv")
     except FactError as e:
@@ -90,7 +98,9 @@ def _launch_of(argv: list[str], source: str) -> LaunchArgs:
 
 
 def _running_plan(spec: HostSpec, facts: HostFacts, running: LaunchArgs) -> FixPlan:
-    """The plan for a launch no file on the host holds (its command line only)."""
+    """The plan for a launch no file on the host holds (its command line only). On vLLM:
+    the `--speculative-config` key edits, made in the argv (fix/vllm_edits.py); the runner
+    variable is a manual step (fix/plan.py `_editable`)."""
     return plan_fixes(
         spec.name,
         run_checks(facts),
@@ -98,7 +108,17 @@ def _running_plan(spec: HostSpec, facts: HostFacts, running: LaunchArgs) -> FixP
         source_text=None,
         source_launch=None,
         running=running,
+        engine="vllm" if runs_vllm(running.argv) else None,
     )
+
+
+def _edited_argv(argv: list[str], plan: FixPlan) -> list[str]:
+    """The container's own words with the plan's edits (the parsed launch has its secrets
+    hidden: the recreated container must get the real ones). vLLM's: word for word, no
+    quoting (an argv), proved by vLLM's reading (fix/vllm_edits.py proved_vllm_argv)."""
+    if runs_vllm(argv):
+        return proved_vllm_argv(argv, plan.edits)
+    return edit_argv(argv, plan.edits)
 
 
 # -- Kubernetes ---------------------------------------------------------------------------
@@ -114,7 +134,7 @@ def _kubernetes(spec: HostSpec, t: KubernetesTransport, facts: HostFacts) -> Con
         return ContainerFix(plan, _view(plan))
     # The pod's own words, edited (the parsed launch has its secrets hidden), then redacted
     # for showing.
-    raw_argv = edit_argv(pod.argv, plan.edits)
+    raw_argv = _edited_argv(pod.argv, plan)
     new_argv = _redact_keeping_references(raw_argv)
     notes = list(plan.notes)
     owner = t.owner()
@@ -310,9 +330,7 @@ def _docker_run(
 
     if not plan.changes or plan.new_argv is None:
         return ContainerFix(plan, _view(plan), roll_back=roll_back)
-    # The container's own words, edited: the parsed launch has its secrets hidden, and
-    # the recreated container must get the real ones.
-    new_argv = edit_argv(info.argv, plan.edits)
+    new_argv = _edited_argv(info.argv, plan)
     view = _view(
         plan,
         command=shlex.join(docker_run_command(info.raw, new_argv)),

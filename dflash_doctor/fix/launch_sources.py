@@ -36,7 +36,6 @@ from dflash_doctor.facts.vllm_launch import (
     parse_vllm_script,
     parse_vllm_systemd_unit,
     runs_vllm,
-    speculative_object,
 )
 from dflash_doctor.fix.edits import (
     Edit,
@@ -48,10 +47,9 @@ from dflash_doctor.fix.edits import (
 )
 from dflash_doctor.fix.vllm_edits import (
     compose_argv,
-    edit_vllm_argv,
     edit_vllm_compose,
     edit_vllm_text,
-    planned_object,
+    proved_vllm_argv,
 )
 from dflash_doctor.fix.word_edits import quote_shell, read_inline, read_script, read_unit
 from dflash_doctor.inventory import MAX_INVENTORY_BYTES
@@ -314,11 +312,7 @@ def vllm_inventory_command(
     if isinstance(given, str):
         line = edit_vllm_text(given + "\n", "script", edits).removesuffix("\n") if edits else given
         return line, command_words(line)
-    new_argv = edit_vllm_argv(list(given), edits)
-    planned = planned_object(speculative_object(list(given)), edits)
-    if speculative_object(new_argv) != planned:
-        raise FactError("refused: vLLM would read another --speculative-config")
-    return None, new_argv
+    return None, proved_vllm_argv(given, edits)
 
 
 def keep_unknown_flags(

@@ -165,6 +165,18 @@ def edit_vllm_argv(argv: list[str], edits: list[Edit]) -> list[str]:
     return out
 
 
+def proved_vllm_argv(argv: list[str], edits: list[Edit]) -> list[str]:
+    """`argv` with the key edits made (edit_vllm_argv), proved by vLLM's own reading: the
+    `--speculative-config` object it reads must be the planned one, else FactError. For a
+    command that is an argv with no file around it (an inventory's list entry, a `docker
+    run` container's Entrypoint + Cmd): no quoting, word for word."""
+    new_argv = edit_vllm_argv(list(argv), edits)
+    planned = planned_object(speculative_object(list(argv)), edits)
+    if speculative_object(new_argv) != planned:
+        raise FactError("refused: vLLM would read another --speculative-config")
+    return new_argv
+
+
 def planned_object(before: dict[str, Any], edits: list[Edit]) -> dict[str, Any]:
     """The `--speculative-config` object the key edits promise."""
     out = dict(before)
