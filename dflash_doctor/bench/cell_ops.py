@@ -4,11 +4,40 @@ SGLang, bench/vllm_run.py for vLLM)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
 from dflash_doctor.bench.prompts import CORPUS_KINDS, RANDOM_LABEL, PromptSet, corpus, text_op
 from dflash_doctor.facts.models import BenchCell, BenchRequest, BenchResult
+
+# One repeat of a cell on the engine: ask the server with the cell's op, add the answer.
+OneRepeat = Callable[[BenchCell, dict[str, Any], int], None]
+
+
+def measure_cells(
+    matrix: Matrix,
+    options: BenchOptions,
+    notes: list[str],
+    one_repeat: OneRepeat,
+    progress: Callable[[str], None] | None = None,
+) -> list[BenchCell]:
+    """Every cell of the matrix, each `repeats` times, each repeat run by the engine's
+    `one_repeat` (bench/run.py for SGLang, bench/vllm_run.py for vLLM)."""
+    cells = []
+    for ps, ctx, conc, temp in matrix.cells():
+        cell = BenchCell(context=ctx, concurrency=conc, temperature=temp, prompts=ps.label,
+                         max_new_tokens=matrix.max_new_tokens, repeats=matrix.repeats)  # fmt: skip
+        for repeat in range(matrix.repeats):
+            if progress is not None:
+                size = f"{ctx} tokens" if ctx else "as given"
+                progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
+            op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
+            if note and note not in notes:
+                notes.append(note)
+            one_repeat(cell, op, repeat)
+        cells.append(cell)
+    return cells
 
 
 def add_repeat(cell: BenchCell, answer: dict[str, object], repeat: int) -> None:

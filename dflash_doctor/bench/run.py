@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from dflash_doctor.bench.baseline import verdict_lines
-from dflash_doctor.bench.cell_ops import add_repeat, cell_op, sweep_result
+from dflash_doctor.bench.cell_ops import add_repeat, measure_cells, sweep_result
 from dflash_doctor.bench.matrix import BenchOptions, Matrix, plan_matrix
 from dflash_doctor.bench.prefix_probe import PROBE_NEW_TOKENS, compare, probe_op
 from dflash_doctor.checks.silent_collapse import collapsed, likely_causes
@@ -92,31 +92,16 @@ def _measure(
 ) -> list[BenchCell]:
     """Every cell of the matrix, each `repeats` times, on the server at `address` (its prefix
     cache flushed before each repeat)."""
-    cells = []
-    for ps, ctx, conc, temp in matrix.cells():
-        cell = BenchCell(
-            context=ctx,
-            concurrency=conc,
-            temperature=temp,
-            max_new_tokens=matrix.max_new_tokens,
-            prompts=ps.label,
-            repeats=matrix.repeats,
+
+    def one_repeat(cell: BenchCell, op: dict[str, object], repeat: int) -> None:
+        flush, answer = ask_server(
+            transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
         )
-        for repeat in range(matrix.repeats):
-            if progress is not None:
-                size = f"{ctx} tokens" if ctx else "as given"
-                progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
-            op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
-            if note and note not in notes:
-                notes.append(note)
-            flush, answer = ask_server(
-                transport, address, pid, [{"op": "flush"}, op], timeout=options.request_timeout
-            )
-            add_repeat(cell, answer, repeat)
-            if "error" in flush and cell.error is None:
-                notes.append(f"cell {ctx}x{conc}: {flush['error']}")
-        cells.append(cell)
-    return cells
+        add_repeat(cell, answer, repeat)
+        if "error" in flush and cell.error is None:
+            notes.append(f"cell {cell.context}x{cell.concurrency}: {flush['error']}")
+
+    return measure_cells(matrix, options, notes, one_repeat, progress)
 
 
 # The probe is two short greedy requests: bounded well below a cell's timeout.

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dflash_doctor.bench.baseline import verdict_lines
-from dflash_doctor.bench.cell_ops import add_repeat, cell_op, sweep_result
+from dflash_doctor.bench.cell_ops import add_repeat, measure_cells, sweep_result
 from dflash_doctor.bench.matrix import BenchOptions, Matrix
 from dflash_doctor.checks.silent_collapse import collapsed
 from dflash_doctor.checks.vllm_acceptance import collapse_causes
@@ -133,28 +133,18 @@ def measure_vllm(
 ) -> list[BenchCell]:
     """Every cell of the matrix, each `repeats` times; with `counters` each repeat
     bracketed by two scrapes of /metrics in one run of the client on the host."""
-    cells = []
-    for ps, ctx, conc, temp in matrix.cells():
-        cell = BenchCell(context=ctx, concurrency=conc, temperature=temp, prompts=ps.label,
-                         max_new_tokens=matrix.max_new_tokens, repeats=matrix.repeats)  # fmt: skip
-        for repeat in range(matrix.repeats):
-            if progress is not None:
-                size = f"{ctx} tokens" if ctx else "as given"
-                progress(f"{ps.kind} {size} x {conc} at T={temp:g} ({repeat + 1})")
-            op, note = cell_op(options, matrix, (ps, ctx, conc, temp), repeat)
-            if note and note not in notes:
-                notes.append(note)
-            scrape_op: list[dict[str, object]] = [{"op": "vllm_metrics"}] if counters else []
-            ops = [*scrape_op, {**op, "op": "vllm_cell"}, *scrape_op]
-            answers = ask_server(transport, address, pid, ops, timeout=options.request_timeout)
-            add_repeat(cell, answers[len(scrape_op)], repeat)
-            if not counters:
-                continue
+    scrape_op: list[dict[str, object]] = [{"op": "vllm_metrics"}] if counters else []
+
+    def one_repeat(cell: BenchCell, op: dict[str, object], repeat: int) -> None:
+        ops = [*scrape_op, {**op, "op": "vllm_cell"}, *scrape_op]
+        answers = ask_server(transport, address, pid, ops, timeout=options.request_timeout)
+        add_repeat(cell, answers[len(scrape_op)], repeat)
+        if counters:
             other = _repeat_counters(cell, answers[0], answers[-1], repeat)
             if other is not None:
                 notes.append(other)
-        cells.append(cell)
-    return cells
+
+    return measure_cells(matrix, options, notes, one_repeat, progress)
 
 
 def vllm_result(facts: HostFacts, matrix: Matrix, options: BenchOptions) -> BenchResult:
