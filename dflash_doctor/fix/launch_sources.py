@@ -201,9 +201,11 @@ def vllm_launch_args(data: bytes, *, source: str, kind: str) -> LaunchArgs:
     return LaunchArgs(source=source, kind="systemd" if kind == "systemd" else "script", argv=words)
 
 
-class VllmScript(Script):
-    """A shell script that runs vLLM's server: edited by fix/vllm_edits.py, relaunched as
-    any script is."""
+class _VllmWords:
+    """A script or unit whose command runs vLLM's server: read by vLLM's parser, edited by
+    fix/vllm_edits.py (the relaunch is the script's or unit's own)."""
+
+    kind: str
 
     def parse(
         self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
@@ -214,17 +216,12 @@ class VllmScript(Script):
         return edit_vllm_text(text, self.kind, edits)
 
 
-class VllmUnit(SystemdUnit):
-    """A systemd unit whose `ExecStart=` runs vLLM's server: edited by fix/vllm_edits.py,
-    restarted by systemd."""
+class VllmScript(_VllmWords, Script):
+    """A shell script that runs vLLM's server, relaunched as any script is."""
 
-    def parse(
-        self, data: bytes, *, source: str, path: str, service: str | None, read: Reader | None
-    ) -> LaunchArgs:
-        return vllm_launch_args(data, source=source, kind=self.kind)
 
-    def edit(self, text: str, launch: LaunchArgs, edits: list[Edit]) -> str:
-        return edit_vllm_text(text, self.kind, edits)
+class VllmUnit(_VllmWords, SystemdUnit):
+    """A systemd unit whose `ExecStart=` runs vLLM's server, restarted by systemd."""
 
 
 class VllmCompose(ComposeService):
